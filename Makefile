@@ -1,0 +1,59 @@
+# Fastpath: a Linux storage fast-path series on Debian's linux-source-6.12,
+# with the tools, tests and benchmarks that drive it in QEMU.
+#
+#   make demo            set up, build the perf kernel, boot it, run the tour
+#   make test            set up, build the debug kernel, run the test suite
+#   make bench B=NAME    benchmark scenario NAME (make bench lists them)
+#   make shell [K=debug] interactive guest with the same devices
+#   make lint            checkpatch --strict, shellcheck, tools with -Werror
+#   make series-export [TOPIC=dir]  save commits made in build/src/linux
+
+K ?= perf
+T ?=
+export FASTPATH_BUILD := $(CURDIR)/build
+
+.PHONY: all demo test bench shell lint setup prepare kernel-perf kernel-debug \
+	tools series-export src-reset clean help
+
+all: help
+
+help:
+	@sed -n '3,10p' Makefile | sed 's/^# *//'
+
+setup:
+	@scripts/setup.sh
+
+prepare: setup
+	@scripts/kernel.sh prepare
+
+kernel-perf kernel-debug: setup
+	@scripts/kernel.sh build $(@:kernel-%=%)
+
+# The tools are built against the UAPI headers of the kernel they drive.
+tools-%: kernel-%
+	@$(MAKE) -s -C tools O=$(CURDIR)/build/tools KHDR=$(CURDIR)/build/kernel-$*/hdr/include
+tools: tools-$(K)
+
+demo: tools-perf
+	@scripts/demo.sh
+
+test: tools-debug
+	@scripts/test.sh $(T)
+
+bench: tools-perf
+	@scripts/bench.sh $(B)
+
+shell: tools-$(K)
+	@vm/run -i -k $(K) -p $(if $(P),$(P),test)
+
+lint: prepare
+	@scripts/lint.sh
+
+series-export:
+	@scripts/kernel.sh export $(TOPIC)
+
+src-reset:
+	@scripts/kernel.sh reset
+
+clean:
+	rm -rf build results

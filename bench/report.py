@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""Turn one scenario's raw iobench runs into results/bench/<name>.{json,md,png}.
+
+usage: bench/report.py RESULTS_DIR SCENARIO
+
+Per case and variant: the median over runs of the mean IOPS (and of the mean
+latency when iobench tracked it); the ratio is feature / baseline of the
+medians. The setup block records the kernel, the QEMU command line and the
+devices, so a number can be reproduced.
+"""
+import json
+import os
+import statistics
+import sys
+
+
+def load_runs(raw, case, variant):
+    runs = []
+    n = 1
+    while True:
+        path = os.path.join(raw, f"{case}.{variant}.{n}.json")
+        if not os.path.exists(path):
+            return runs
+        with open(path) as f:
+            runs.append(json.load(f))
+        n += 1
+
+
+def summarize(cmd, runs):
+    iops = [r["iops"] for r in runs]
+    out = {"command": cmd, "runs": len(runs), "iops": iops,
+           "iops_median": statistics.median(iops)}
+    lat = [r["lat_ns"]["mean"] / 1000.0 for r in runs if "lat_ns" in r]
+    if lat:
+        out["lat_mean_us"] = lat
+        out["lat_mean_us_median"] = statistics.median(lat)
+    return out
+
+
+def read_setup(results, raw, scenario):
+    setup = {"kernel": None, "devices": [], "qemu": None}
+    with open(os.path.join(raw, "setup.txt")) as f:
+        for line in f:
+            key, _, val = line.rstrip("\n").partition("=")
+            if key == "device":
+                setup["devices"].append(val)
+            else:
+                setup[key] = val
+    qemu = os.path.join(results, "vm", f"bench-{scenario}", "qemu.cmdline")
+    if os.path.exists(qemu):
+        with open(qemu) as f:
+            setup["qemu"] = f.read().strip()
+    return setup
+
+
+def plot(cases, path, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.38
+    for i, c in enumerate(cases):
+        for j, (variant, color) in enumerate((("baseline", "#7f7f7f"), ("feature", "#1f77b4"))):
+            x = i + (j - 0.5) * width
+            v = c[variant]
+            ax.bar(x, v["iops_median"], width, color=color,
+                   label=variant if i == 0 else None)
+            ax.plot([x] * len(v["iops"]), v["iops"], "k.", markersize=4)
+        ax.annotate(f"{c['ratio']:.2f}x", (i, max(c["feature"]["iops_median"],
+                    c["baseline"]["iops_median"])), ha="center", va="bottom")
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels([c["name"] for c in cases])
+    ax.set_ylabel("IOPS (median; dots are runs)")
+    ax.set_title(title, fontsize=10)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main():
+    results, scenario = sys.argv[1], sys.argv[2]
+    raw = os.path.join(results, "bench", "raw", scenario)
+    setup = read_setup(results, raw, scenario)
+    cases = []
+    with open(os.path.join(raw, "cases.tsv")) as f:
+        for line in f:
+            name, base_cmd, feat_cmd = line.rstrip("\n").split("\t")
+            base = summarize(base_cmd, load_runs(raw, name, "baseline"))
+            feat = summarize(feat_cmd, load_runs(raw, name, "feature"))
+            if not base["runs"] or base["runs"] != feat["runs"]:
+                sys.exit(f"report: case {name}: incomplete runs")
+            case = {"name": name, "baseline": base, "feature": feat,
+                    "ratio": feat["iops_median"] / base["iops_median"]}
+            if "lat_mean_us_median" in base and "lat_mean_us_median" in feat:
+                case["lat_ratio"] = feat["lat_mean_us_median"] / base["lat_mean_us_median"]
+            cases.append(case)
+
+    out = {"scenario": scenario, "description": setup.get("description"),
+           "setup": setup, "method": "baseline and feature interleaved in one boot; "
+           "median of the per-run mean IOPS; ratio = feature / baseline",
+           "cases": cases}
+    base_path = os.path.join(results, "bench", scenario)
+    with open(base_path + ".json", "w") as f:
+        json.dump(out, f, indent=2)
+
+    lines = [f"# {scenario}: {setup.get('description')}", "",
+             "## Setup", "",
+             f"- kernel: `{setup.get('kernel')}`, guest CPUs: {setup.get('cpus')}",
+             f"- runs per variant: {setup.get('runs')}, interleaved (A B A B ...)",
+             f"- devices: {'; '.join(setup['devices'])}",
+             f"- QEMU: `{setup.get('qemu')}`", "",
+             "## Results (median of runs)", "",
+             "| case | baseline IOPS | feature IOPS | ratio | baseline lat (us) | feature lat (us) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for c in cases:
+        b, f_ = c["baseline"], c["feature"]
+        lat_b = f"{b['lat_mean_us_median']:.1f}" if "lat_mean_us_median" in b else "-"
+        lat_f = f"{f_['lat_mean_us_median']:.1f}" if "lat_mean_us_median" in f_ else "-"
+        lines.append(f"| {c['name']} | {b['iops_median']:.0f} | {f_['iops_median']:.0f} | "
+                     f"{c['ratio']:.2f}x | {lat_b} | {lat_f} |")
+    lines += ["", "## Commands", ""]
+    for c in cases:
+        lines += [f"- {c['name']} baseline: `{c['baseline']['command']}`",
+                  f"- {c['name']} feature: `{c['feature']['command']}`"]
+    if plot(cases, base_path + ".png", f"{scenario}: {setup.get('description')}"):
+        lines += ["", f"![{scenario}]({scenario}.png)"]
+    with open(base_path + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines[lines.index("## Results (median of runs)"):]))
+    print(f"\nwritten: {base_path}.json, .md" + (", .png" if os.path.exists(base_path + ".png") else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+#!/bin/bash
+# The demo tour, run inside the guest by make demo: what kernel this is,
+# which devices the VM has and what they offer, and a first measurement
+# (NVMe block path vs ng passthrough, same boot, interleaved). Ends with a
+# summary table; exits non-zero if any step fails.
+set -uo pipefail
+TESTS_DIR=$FASTPATH_REPO/tests
+. "$TESTS_DIR/common/rc"
+IOBENCH=$TOOLS/iobench
+SUMMARY=()
+failures=0
+
+section() { printf '\n=== %s\n' "$*"; }
+row() { SUMMARY+=("$(printf '| %-34s | %-46s |' "$1" "$2")"); }
+fail() { echo "tour: $*" >&2; failures=$((failures + 1)); row "$1" "FAILED"; }
+
+section "Kernel"
+uname -a
+patches=$(git -C "$FASTPATH_REPO/build/src/linux" log --oneline base..HEAD 2>/dev/null | wc -l)
+echo "series: $patches patch(es) on $(git -C "$FASTPATH_REPO/build/src/linux" log -1 --format=%s base 2>/dev/null)"
+row "kernel" "$(uname -r), $patches patches"
+
+section "Block devices"
+lsblk -d -o NAME,SIZE,TYPE,MODEL,LOG-SEC
+
+section "NVMe (QEMU, PCIe) and its Copy limits"
+if _find_nvme_pci; then
+	nvme list 2>/dev/null
+	ls -l "$NVME_DEV" "$NVME_NG"
+	limits=$(nvme id-ns "$NVME_DEV" -o json | /usr/bin/python3 -c '
+import json, sys
+ns = json.load(sys.stdin)
+print("mssrl=%d mcl=%d msrc=%d" % (ns["mssrl"], ns["mcl"], ns["msrc"]))')
+	echo "Simple Copy limits: $limits"
+	row "NVMe $NVME_DEV + $NVME_NG" "copy $limits"
+else
+	fail "NVMe" "no NVMe PCIe namespace"
+fi
+
+section "virtio-blk"
+if _find_virtio_blk; then
+	echo "$VBLK_DEV: $(cat "/sys/block/${VBLK_DEV#/dev/}/queue/nr_requests") requests/queue," \
+		"$(ls "/sys/block/${VBLK_DEV#/dev/}/mq" | wc -l) hw queues," \
+		"discard max $(cat "/sys/block/${VBLK_DEV#/dev/}/queue/discard_max_bytes") bytes"
+	row "virtio-blk $VBLK_DEV" "$(ls "/sys/block/${VBLK_DEV#/dev/}/mq" | wc -l) hw queues (1 poll)"
+else
+	fail "virtio-blk" "no disk"
+fi
+
+section "null_blk (configfs, memory backed)"
+if modprobe null_blk nr_devices=0; then
+	mkdir /sys/kernel/config/nullb/tour
+	echo 64 > /sys/kernel/config/nullb/tour/size
+	echo 1 > /sys/kernel/config/nullb/tour/memory_backed
+	echo 1 > /sys/kernel/config/nullb/tour/power
+	echo "features: $(cat /sys/kernel/config/nullb/features)"
+	lsblk -d -o NAME,SIZE "/dev/nullb$(cat /sys/kernel/config/nullb/tour/index)"
+	row "null_blk" "memory backed, configfs"
+	echo 0 > /sys/kernel/config/nullb/tour/power
+	rmdir /sys/kernel/config/nullb/tour
+	modprobe -r null_blk
+else
+	fail "null_blk" "modprobe failed"
+fi
+
+section "NVMe over Fabrics (nvmet, loop transport)"
+FULL=/dev/null
+. "$TESTS_DIR/nvmet/rc"
+truncate -s 64M /run/tour-nvmet.img
+if _nvmet_setup loop /run/tour-nvmet.img && dev=$(_nvmet_connect loop); then
+	nvme list-subsys 2>/dev/null | head -5
+	row "nvmet loop" "connected as $dev"
+else
+	fail "nvmet loop" "setup or connect failed"
+fi
+_nvmet_teardown || true
+
+section "ublk"
+if modprobe ublk_drv && [ -c /dev/ublk-control ]; then
+	ls -l /dev/ublk-control
+	row "ublk" "/dev/ublk-control ready"
+	modprobe -r ublk_drv
+else
+	fail "ublk" "no control device"
+fi
+
+# One iobench run: its lines go to the console, the last line printed is
+# its mean IOPS.
+measure() {
+	local json=/run/tour.json
+	echo "# iobench $*"
+	"$IOBENCH" --json "$json" "$@" || return 1
+	/usr/bin/python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["iops"]))' "$json"
+}
+iops() {
+	local v
+	v=$(measure "$@" 2>&1 | tee /dev/stderr | tail -n1)
+	[[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0
+}
+
+section "First measurement: NVMe block path vs ng passthrough (4 KiB randread, 3 s each, interleaved)"
+if [ -x "$IOBENCH" ] && _find_nvme_pci; then
+	for cfg in "-d1 -s1 -c1" "-d8 -s4 -c4"; do
+		declare -a blk=() pt=()
+		for i in 1 2; do
+			# shellcheck disable=SC2086
+			blk+=("$(iops -b4096 $cfg -p0 -B0 -F1 -O1 -r3 "$NVME_DEV")")
+			# shellcheck disable=SC2086
+			pt+=("$(iops -b4096 $cfg -p0 -B0 -F1 -u1 -r3 "$NVME_NG")")
+		done
+		b=$(( (blk[0] + blk[1]) / 2 )) p=$(( (pt[0] + pt[1]) / 2 ))
+		if [ "$b" -gt 0 ] && [ "$p" -gt 0 ]; then
+			row "iobench $cfg" "block $b IOPS, ng $p IOPS, ratio $(awk -v a="$p" -v b="$b" 'BEGIN{printf "%.2fx", a/b}')"
+		else
+			fail "iobench $cfg" "no result"
+		fi
+	done
+else
+	fail "iobench" "tool missing or no NVMe"
+fi
+
+section "Summary"
+printf '| %-34s | %-46s |\n' "what" "state"
+printf '|%s|%s|\n' "$(printf -- '-%.0s' $(seq 36))" "$(printf -- '-%.0s' $(seq 48))"
+printf '%s\n' "${SUMMARY[@]}"
+echo "(TCG emulation: absolute IOPS mean little; compare the ratio. make bench B=passthru measures it properly.)"
+[ "$failures" = 0 ]

@@ -1,0 +1,20 @@
+#!/bin/bash
+# make bench B=NAME: one boot of the perf kernel with the bench profile
+# (null-co backends), bench/run NAME inside it, bench/report.py on the host.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+scenario=${1:-}
+if [ -z "$scenario" ]; then
+	echo "usage: make bench B=NAME; scenarios:"
+	for f in "$REPO"/bench/scenarios/*.sh; do
+		printf '  %-12s %s\n' "$(basename "$f" .sh)" "$(sed -n 's/^DESCRIPTION="\(.*\)"/\1/p' "$f")"
+	done
+	exit 2
+fi
+[ -f "$REPO/bench/scenarios/$scenario.sh" ] || die "no scenario $scenario in bench/scenarios/"
+mkdir -p "$RESULTS/bench"
+vm/run -k perf -p bench -t "${BENCH_TIMEOUT:-3600}" -n "bench-$scenario" -- \
+	RUNS="${RUNS:-5}" bench/run "$scenario"
+step "bench: report"
+/usr/bin/python3 "$REPO/bench/report.py" "$RESULTS" "$scenario"

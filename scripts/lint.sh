@@ -1,0 +1,35 @@
+#!/bin/bash
+# make lint: checkpatch --strict over every patch of the series, shellcheck
+# over the scripts, and the C tools built with -Wall -Wextra -Werror.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+fail=0
+
+step "lint: checkpatch --strict over the series"
+checkpatch=$BUILD/src/linux/scripts/checkpatch.pl
+[ -x "$checkpatch" ] || die "no kernel source for checkpatch; run make prepare"
+n=0
+while read -r p; do
+	n=$((n + 1))
+	if ! out=$("$checkpatch" --strict --quiet --no-summary --terse --max-line-length=100 \
+		--root="$BUILD/src/linux" "$REPO/kernel/patches/$p" 2>&1) || [ -n "$out" ]; then
+		printf '%s\n%s\n' "$p:" "$out"
+		fail=1
+	fi
+done < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$REPO/kernel/patches/series")
+echo "    $n patches checked"
+
+step "lint: shellcheck"
+mapfile -t scripts < <(cd "$REPO" && { git ls-files; git ls-files -o --exclude-standard; } |
+	while read -r f; do
+		case "$f" in *.patch|*.out|*.md|*.py|*.c|*.h|*.json|*.config) continue ;; esac
+		[ -f "$f" ] && head -n1 "$f" | grep -qE '^#!.*(ba)?sh|shellcheck shell=' && echo "$f"
+	done | sort -u)
+(cd "$REPO" && shellcheck -x -e SC1090,SC1091,SC2034,SC2154 "${scripts[@]}") || fail=1
+echo "    ${#scripts[@]} scripts checked"
+
+step "lint: C tools with -Wall -Wextra -Werror"
+make -s -C "$REPO/tools" O="$BUILD/lint-tools" > /dev/null || fail=1
+
+if [ $fail = 0 ]; then step "lint: clean"; else step "lint: FAILED"; fi
+exit $fail

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Write the commits of the kernel work tree back into kernel/patches.
+
+usage: series-export.py SRC PATCHES [TOPIC]
+
+Every commit in base..HEAD of SRC becomes one git format-patch file. A commit
+whose subject matches a patch already in the series stays in that patch's
+topic directory; a new commit goes to TOPIC (required then). The series file
+keeps its '#' group headers; topics appear in their old order, new topics
+last. Old patch files of the series are replaced.
+"""
+import os
+import re
+import subprocess
+import sys
+
+
+def git(src, *args):
+    return subprocess.run(["git", "-C", src, *args], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def patch_subject(path):
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith("Subject: "):
+                return re.sub(r"^\[PATCH[^\]]*\]\s*", "", line[9:].strip())
+    return None
+
+
+def main():
+    src, patches, new_topic = sys.argv[1], sys.argv[2], (sys.argv[3] if len(sys.argv) > 3 else "")
+    series = os.path.join(patches, "series")
+    preamble, headers, order, old = [], {}, [], []
+    pending = []
+    with open(series) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            entry = line.split("#")[0].strip()
+            if not entry:
+                (pending if order or old else preamble).append(line)
+                continue
+            topic = os.path.dirname(entry)
+            if topic not in order:
+                order.append(topic)
+                headers[topic] = pending
+            pending = []
+            old.append(entry)
+    by_subject = {patch_subject(os.path.join(patches, p)): os.path.dirname(p) for p in old}
+
+    commits = git(src, "rev-list", "--reverse", "base..HEAD").split()
+    assigned = {}
+    for c in commits:
+        subject = git(src, "log", "-1", "--format=%s", c).strip()
+        topic = by_subject.get(subject) or new_topic
+        if not topic:
+            sys.exit(f"series-export: new commit '{subject}' has no topic; "
+                     "run: make series-export TOPIC=<directory>")
+        if topic not in order:
+            order.append(topic)
+            headers[topic] = ["", f"# {topic}"]
+        assigned.setdefault(topic, []).append(c)
+
+    for p in old:
+        os.remove(os.path.join(patches, p))
+    lines = list(preamble)
+    for topic in order:
+        if topic not in assigned:
+            continue
+        lines += headers[topic]
+        outdir = os.path.join(patches, topic)
+        os.makedirs(outdir, exist_ok=True)
+        for n, c in enumerate(assigned[topic], 1):
+            name = git(src, "format-patch", "-1", "--no-signature", "--zero-commit",
+                       "--start-number", str(n), "-o", outdir, c).strip()
+            lines.append(os.path.relpath(name, patches))
+    with open(series, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"series-export: {len(commits)} patches in {len(assigned)} topics written to {patches}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+#!/bin/bash
+# make test: boot the debug kernel with the test devices and run tests/run
+# inside it. The guest streams one blktests-style line per test; this script
+# then writes the summary from results/tests/debug/, counting every planned
+# test the guest never finished (it crashed or hung) as failed.
+#
+#   scripts/test.sh [group | group/NNN]...
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+flavor=${FLAVOR:-debug}
+out=$RESULTS/tests/$flavor
+rm -rf "$out"
+mkdir -p "$out"
+
+rc=0
+vm/run -k "$flavor" -p test -t "${TEST_TIMEOUT:-2400}" -n "test-$flavor" -- tests/run "$@" || rc=$?
+
+[ -f "$out/plan.txt" ] || die "the guest never started the runner (exit $rc); see results/vm/test-$flavor/console.log"
+touch "$out/results.txt"
+while read -r t; do
+	grep -q "^$t " "$out/results.txt" && continue
+	printf '%-60s [failed]\n    the guest died before it finished (see results/vm/test-%s/console.log)\n' "$t" "$flavor"
+	echo "$t failed" >> "$out/results.txt"
+done < "$out/plan.txt"
+
+passed=$(grep -c ' passed$' "$out/results.txt" || true)
+failed=$(grep -c ' failed$' "$out/results.txt" || true)
+skipped=$(grep -c ' skipped$' "$out/results.txt" || true)
+echo "artefacts: ${out#"$REPO"/}/"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ] && [ "$rc" = 0 ]
