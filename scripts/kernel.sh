@@ -34,6 +34,32 @@ series_hash() {
 	} | sha256sum | cut -d' ' -f1
 }
 
+# One line per step of the tree: kernel/BASE, then every patch in order.
+# A tree whose list is a prefix of the wanted one only needs the rest.
+series_steps() {
+	sha256sum < "$REPO/kernel/BASE" | cut -d' ' -f1
+	series_patches | while read -r p; do
+		echo "$(sha256sum < "$PATCHES/$p" | cut -d' ' -f1) $p"
+	done
+}
+
+apply_patches() { # apply_patches FIRST_INDEX (0-based into the series)
+	local skip=$1 n=0 p
+	while read -r p; do
+		[ -n "$p" ] || continue
+		n=$((n + 1))
+		[ "$n" -gt "$skip" ] || continue
+		[ -f "$PATCHES/$p" ] || die "series names $p, which does not exist"
+		if ! git -C "$SRC" am -q --keep-cr "$PATCHES/$p"; then
+			git -C "$SRC" am --abort || true
+			die "$p does not apply to $DEB_PACKAGE $(dpkg-query -W -f='${Version}' "$DEB_PACKAGE") (series pinned to $DEB_VERSION, base $BASE_COMMIT)"
+		fi
+	done < <(series_patches)
+	series_steps > "$BUILD/src/applied.list"
+	echo "$(series_hash) $(git -C "$SRC" rev-parse HEAD)" > "$STAMP"
+	step "source: $((n - skip)) patch(es) applied, $n in the series"
+}
+
 check_base_version() {
 	local have
 	have=$(dpkg-query -W -f='${Version}' "$DEB_PACKAGE" 2>/dev/null) ||
@@ -57,6 +83,15 @@ cmd_prepare() {
 		dirty=$(git -C "$SRC" status --porcelain --untracked-files=no)
 		if [ "$head" = "$stamp_head" ] && [ -z "$dirty" ] && [ "$stamp_hash" = "$want" ]; then
 			step "source: build/src/linux up to date ($(git -C "$SRC" log --oneline base..HEAD | wc -l) patches applied)"
+			return
+		fi
+		# New patches appended to an applied series: apply just those,
+		# keeping the tree (and the build's timestamps) as it is.
+		local applied=$BUILD/src/applied.list
+		if [ "$head" = "$stamp_head" ] && [ -z "$dirty" ] && [ -f "$applied" ] &&
+			series_steps | head -n "$(wc -l < "$applied")" | cmp -s - "$applied"; then
+			step "source: applying the new patches of the series"
+			apply_patches "$(($(wc -l < "$applied") - 1))"
 			return
 		fi
 		if [ "$head" != "$stamp_head" ] || [ -n "$dirty" ]; then
@@ -91,18 +126,7 @@ Save your work with 'make series-export' (or drop it: 'make src-reset') first."
 			"$base_commit" "$BASE_COMMIT" >&2
 	fi
 
-	local n=0 p
-	while read -r p; do
-		[ -n "$p" ] || continue
-		[ -f "$PATCHES/$p" ] || die "series names $p, which does not exist"
-		if ! git -C "$SRC" am -q --keep-cr "$PATCHES/$p"; then
-			git -C "$SRC" am --abort || true
-			die "$p does not apply to $DEB_PACKAGE $have_ver (series pinned to $DEB_VERSION, base $BASE_COMMIT)"
-		fi
-		n=$((n + 1))
-	done < <(series_patches)
-	step "source: applied $n patches on base $base_commit"
-	echo "$want $(git -C "$SRC" rev-parse HEAD)" > "$STAMP"
+	apply_patches 0
 }
 
 # Fail when an option of the fragment did not survive olddefconfig: a
@@ -130,7 +154,8 @@ check_config() {
 }
 
 kmake() {
-	make -C "$SRC" O="$OUT" -j"${JOBS:-3}" CC="ccache gcc" HOSTCC="ccache gcc" "$@"
+	# LOCALVERSION= keeps setlocalversion from appending "+" for the git tree.
+	make -C "$SRC" O="$OUT" -j"${JOBS:-3}" CC="ccache gcc" HOSTCC="ccache gcc" LOCALVERSION= "$@"
 }
 
 cmd_build() {
@@ -175,6 +200,7 @@ cmd_export() {
 	[ -z "$(git -C "$SRC" status --porcelain --untracked-files=no)" ] ||
 		die "build/src/linux has uncommitted changes; commit them there first"
 	/usr/bin/python3 "$REPO/scripts/series-export.py" "$SRC" "$PATCHES" "${1:-}"
+	series_steps > "$BUILD/src/applied.list"
 	echo "$(series_hash) $(git -C "$SRC" rev-parse HEAD)" > "$STAMP"
 }
 
