@@ -54,7 +54,7 @@ if modprobe null_blk nr_devices=0; then
 	echo 1 > /sys/kernel/config/nullb/tour/memory_backed
 	echo 1 > /sys/kernel/config/nullb/tour/power
 	echo "features: $(cat /sys/kernel/config/nullb/features)"
-	lsblk -d -o NAME,SIZE "/dev/nullb$(cat /sys/kernel/config/nullb/tour/index)"
+	lsblk -d -o NAME,SIZE "$(_nullb_configfs_dev tour)"
 	row "null_blk" "memory backed, configfs"
 	echo 0 > /sys/kernel/config/nullb/tour/power
 	rmdir /sys/kernel/config/nullb/tour
@@ -84,18 +84,14 @@ else
 	fail "ublk" "no control device"
 fi
 
-# One iobench run: its lines go to the console, the last line printed is
-# its mean IOPS.
+# One iobench run: its lines go to the console; sets IOPS to its mean IOPS
+# (0 when it failed).
 measure() {
 	local json=/run/tour.json
 	echo "# iobench $*"
+	IOPS=0
 	"$IOBENCH" --json "$json" "$@" || return 1
-	/usr/bin/python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["iops"]))' "$json"
-}
-iops() {
-	local v
-	v=$(measure "$@" 2>&1 | tee /dev/stderr | tail -n1)
-	[[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0
+	IOPS=$(/usr/bin/python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["iops"]))' "$json")
 }
 
 section "First measurement: NVMe block path vs ng passthrough (4 KiB randread, 3 s each, interleaved)"
@@ -104,9 +100,11 @@ if [ -x "$IOBENCH" ] && _find_nvme_pci; then
 		declare -a blk=() pt=()
 		for i in 1 2; do
 			# shellcheck disable=SC2086
-			blk+=("$(iops -b4096 $cfg -p0 -B0 -F1 -O1 -r3 "$NVME_DEV")")
+			measure -b4096 $cfg -p0 -B0 -F1 -O1 -r3 "$NVME_DEV"
+			blk+=("$IOPS")
 			# shellcheck disable=SC2086
-			pt+=("$(iops -b4096 $cfg -p0 -B0 -F1 -u1 -r3 "$NVME_NG")")
+			measure -b4096 $cfg -p0 -B0 -F1 -u1 -r3 "$NVME_NG"
+			pt+=("$IOPS")
 		done
 		b=$(( (blk[0] + blk[1]) / 2 )) p=$(( (pt[0] + pt[1]) / 2 ))
 		if [ "$b" -gt 0 ] && [ "$p" -gt 0 ]; then

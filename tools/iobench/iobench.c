@@ -24,6 +24,7 @@
  * Exit status: 0 on success, 1 on any error (bad value, unusable device,
  * failed IO, verify mismatch), 2 on command line syntax errors.
  */
+#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,11 +47,13 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
+/* BLKGETSIZE64, BLKSSZGET: newer <linux/fs.h> redefine <sys/uio.h>'s RWF_* */
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
-#include <linux/fs.h>
 #include <linux/nvme_ioctl.h>
+#include <linux/virtio_blk.h>
 #include <liburing.h>
 
 /* Older liburing copies of io_uring.h predate registered-buffer uring_cmd. */
@@ -403,19 +406,130 @@ static const char *nvme_cqe_error(const struct io_uring_cqe *cqe, char *buf,
 	return buf;
 }
 
-/* --- virtio-blk char device (vd*c0): NOT IMPLEMENTED YET -------------- */
+/* --- virtio-blk char device (/dev/vdXc0) ------------------------------ */
 
-/*
- * Reserved slot. The virtio-blk passthrough command format will come from a
- * kernel UAPI header that does not exist yet; fill in setup, prep_read,
- * prep_write and cqe_error from that header instead of guessing the ABI.
- * Until then the NULL setup makes open_passthru() reject such devices.
- */
 static bool virtio_blk_probe(const char *sysname, const char *class)
 {
 	(void)class;
 	return !fnmatch("vd*c0", sysname, 0);
 }
+
+#ifdef VIRTIO_BLK_URING_CMD_IO
+_Static_assert(sizeof(struct virtio_blk_uring_cmd) <= SQE_CMD_BYTES,
+	       "virtio_blk_uring_cmd does not fit a 128-byte SQE");
+
+/* One unsigned number from a sysfs attribute; false if unreadable. */
+static bool sysfs_read_u64(const char *path, uint64_t *val)
+{
+	unsigned long long v;
+	FILE *f = fopen(path, "r");
+	int n;
+
+	if (!f)
+		return false;
+	n = fscanf(f, "%llu", &v);
+	fclose(f);
+	if (n != 1)
+		return false;
+	*val = v;
+	return true;
+}
+
+/*
+ * The char device has no BLKGETSIZE64, so the capacity comes from the disk's
+ * sysfs directory. The char device's parent is the virtio device, and that
+ * device's block/ directory holds exactly the one disk the char device was
+ * made for: /sys/dev/char/MAJ:MIN/device/block/vdX. Going through the device
+ * link rather than stripping "c0" from the name keeps working whatever the
+ * disks are called, and never picks another disk's size. Both the size
+ * (always in 512-byte sectors) and the logical block size are read at the
+ * same place, so they describe the same disk.
+ */
+static void virtio_blk_setup(struct dev *d)
+{
+	char dir[128], path[PATH_MAX], disk[NAME_MAX + 1] = "";
+	uint64_t sectors, lbs;
+	struct dirent *de;
+	struct stat st;
+	unsigned int n = 0;
+	DIR *dp;
+
+	if (fstat(d->fd, &st))
+		die("%s: %s", d->path, strerror(errno));
+	snprintf(dir, sizeof(dir), "/sys/dev/char/%u:%u/device/block",
+		 major(st.st_rdev), minor(st.st_rdev));
+	dp = opendir(dir);
+	if (!dp)
+		die("%s: cannot find its disk in %s: %s", d->path, dir,
+		    strerror(errno));
+	while ((de = readdir(dp))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(disk, sizeof(disk), "%s", de->d_name);
+		n++;
+	}
+	closedir(dp);
+	if (n != 1)
+		die("%s: expected one disk in %s, found %u", d->path, dir, n);
+
+	snprintf(path, sizeof(path), "%s/%s/size", dir, disk);
+	if (!sysfs_read_u64(path, &sectors))
+		die("%s: cannot read %s", d->path, path);
+	snprintf(path, sizeof(path), "%s/%s/queue/logical_block_size", dir, disk);
+	if (!sysfs_read_u64(path, &lbs))
+		die("%s: cannot read %s", d->path, path);
+	if (lbs < 512 || lbs > (1U << 24) || (lbs & (lbs - 1)))
+		die("%s: unsupported logical block size %" PRIu64, d->path, lbs);
+	if (sectors > UINT64_MAX >> 9)
+		die("%s: bogus capacity %" PRIu64 " sectors", d->path, sectors);
+
+	d->lba_shift = (unsigned int)__builtin_ctzll(lbs);
+	d->size = sectors << 9;
+}
+
+static void virtio_blk_prep(const struct dev *d, struct io_uring_sqe *sqe,
+			    const struct pt_io *io, __u32 type)
+{
+	struct virtio_blk_uring_cmd *cmd = (struct virtio_blk_uring_cmd *)sqe->cmd;
+
+	(void)d;
+	cmd->type = type;
+	cmd->sector = io->off >> 9;	/* always 512-byte units */
+	if (io->iov) {
+		sqe->cmd_op = VIRTIO_BLK_URING_CMD_IO_VEC;
+		cmd->data = (uintptr_t)io->iov;
+		cmd->data_len = 1;	/* vectored: number of iovecs */
+	} else {
+		sqe->cmd_op = VIRTIO_BLK_URING_CMD_IO;
+		cmd->data = (uintptr_t)io->buf;
+		cmd->data_len = io->len;
+	}
+}
+
+static void virtio_blk_prep_read(const struct dev *d, struct io_uring_sqe *sqe,
+				 const struct pt_io *io)
+{
+	virtio_blk_prep(d, sqe, io, VIRTIO_BLK_T_IN);
+}
+
+static void virtio_blk_prep_write(const struct dev *d, struct io_uring_sqe *sqe,
+				  const struct pt_io *io)
+{
+	virtio_blk_prep(d, sqe, io, VIRTIO_BLK_T_OUT);
+}
+
+/* res is 0 or a negative errno (the device status is mapped to one). */
+static const char *virtio_blk_cqe_error(const struct io_uring_cqe *cqe,
+					char *buf, size_t len)
+{
+	if (!cqe->res)
+		return NULL;
+	if (cqe->res < 0)
+		return strerror(-cqe->res);
+	snprintf(buf, len, "unexpected result %d", cqe->res);
+	return buf;
+}
+#endif /* VIRTIO_BLK_URING_CMD_IO */
 
 static const struct pt_ops pt_types[] = {
 	{
@@ -429,6 +543,13 @@ static const struct pt_ops pt_types[] = {
 	{
 		.name		= "virtio-blk",
 		.probe		= virtio_blk_probe,
+#ifdef VIRTIO_BLK_URING_CMD_IO
+		/* Kernel headers without virtio-blk passthrough leave these NULL */
+		.setup		= virtio_blk_setup,
+		.prep_read	= virtio_blk_prep_read,
+		.prep_write	= virtio_blk_prep_write,
+		.cqe_error	= virtio_blk_cqe_error,
+#endif
 	},
 };
 
