@@ -39,10 +39,11 @@ fi
 
 section "virtio-blk"
 if _find_virtio_blk; then
+	hwqs=("/sys/block/${VBLK_DEV#/dev/}/mq"/*)
 	echo "$VBLK_DEV: $(cat "/sys/block/${VBLK_DEV#/dev/}/queue/nr_requests") requests/queue," \
-		"$(ls "/sys/block/${VBLK_DEV#/dev/}/mq" | wc -l) hw queues," \
+		"${#hwqs[@]} hw queues," \
 		"discard max $(cat "/sys/block/${VBLK_DEV#/dev/}/queue/discard_max_bytes") bytes"
-	row "virtio-blk $VBLK_DEV" "$(ls "/sys/block/${VBLK_DEV#/dev/}/mq" | wc -l) hw queues (1 poll)"
+	row "virtio-blk $VBLK_DEV" "${#hwqs[@]} hw queues (1 poll)"
 else
 	fail "virtio-blk" "no disk"
 fi

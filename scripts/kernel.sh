@@ -133,6 +133,7 @@ Save your work with 'make series-export' (or drop it: 'make src-reset') first."
 # missing dependency would otherwise drop a driver silently.
 check_config() {
 	local frag=$1 config=$2 bad=0 line sym val
+	# shellcheck disable=SC2094 # the loop only reads $frag, twice
 	while IFS= read -r line; do
 		case "$line" in
 		CONFIG_*=*) sym=${line%%=*} val=${line#*=} ;;
@@ -140,14 +141,14 @@ check_config() {
 		*) continue ;;
 		esac
 		# The last assignment wins, as in kconfig.
-		[ "$(grep -E "^(# )?$sym[= ]" "$frag" | tail -n1)" = "$line" ] || continue
+		[ "$(grep -E "^(# )?${sym}[= ]" "$frag" | tail -n1)" = "$line" ] || continue
 		if [ "$val" = n ]; then
 			grep -q "^$sym=" "$config" || continue
 		else
 			grep -qxF "$sym=$val" "$config" && continue
 		fi
 		printf 'config: %s wanted %s, got: %s\n' "$sym" "$val" \
-			"$(grep -E "^(# )?$sym[= ]" "$config" || echo unset)" >&2
+			"$(grep -E "^(# )?${sym}[= ]" "$config" || echo unset)" >&2
 		bad=1
 	done < "$frag"
 	return $bad

@@ -3,6 +3,8 @@
 # over the scripts, and the C tools built with -Wall -Wextra -Werror.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
+# checkpatch's helpers (spdxcheck.py) need Debian's python3 with python3-ply.
+export PATH=/usr/bin:$PATH
 fail=0
 
 step "lint: checkpatch --strict over the series"
