@@ -1,6 +1,7 @@
 #!/bin/bash
 # make bench B=NAME: one boot of the perf kernel with the bench profile
 # (null-co backends), bench/run NAME inside it, bench/report.py on the host.
+# RUNS=N runs per variant (5); ICOUNT=SHIFT for QEMU icount mode (vm/run -I).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -14,7 +15,7 @@ if [ -z "$scenario" ]; then
 fi
 [ -f "$REPO/bench/scenarios/$scenario.sh" ] || die "no scenario $scenario in bench/scenarios/"
 mkdir -p "$RESULTS/bench"
-vm/run -k perf -p bench -t "${BENCH_TIMEOUT:-3600}" -n "bench-$scenario" -- \
+vm/run -k perf -p bench -t "${BENCH_TIMEOUT:-3600}" -n "bench-$scenario" ${ICOUNT:+-I "$ICOUNT"} -- \
 	RUNS="${RUNS:-5}" bench/run "$scenario"
 step "bench: report"
 /usr/bin/python3 "$REPO/bench/report.py" "$RESULTS" "$scenario"

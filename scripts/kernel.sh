@@ -202,6 +202,7 @@ cmd_export() {
 		die "build/src/linux has uncommitted changes; commit them there first"
 	/usr/bin/python3 "$REPO/scripts/series-export.py" "$SRC" "$PATCHES" "${1:-}"
 	series_steps > "$BUILD/src/applied.list"
+	series_steps > "$BUILD/src/applied.list"
 	echo "$(series_hash) $(git -C "$SRC" rev-parse HEAD)" > "$STAMP"
 }
 

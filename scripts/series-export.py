@@ -21,11 +21,19 @@ def git(src, *args):
 
 
 def patch_subject(path):
+    """The Subject header, unfolded (long subjects wrap onto ' ' lines)."""
+    subject = None
     with open(path, errors="replace") as f:
         for line in f:
-            if line.startswith("Subject: "):
-                return re.sub(r"^\[PATCH[^\]]*\]\s*", "", line[9:].strip())
-    return None
+            if subject is not None:
+                if not line.startswith((" ", "\t")):
+                    break
+                subject += " " + line.strip()
+            elif line.startswith("Subject: "):
+                subject = line[9:].strip()
+            elif line == "\n":
+                break
+    return subject and re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject)
 
 
 def main():
@@ -70,10 +78,15 @@ def main():
         lines += headers[topic]
         outdir = os.path.join(patches, topic)
         os.makedirs(outdir, exist_ok=True)
-        for n, c in enumerate(assigned[topic], 1):
-            name = git(src, "format-patch", "-1", "--no-signature", "--zero-commit",
-                       "--start-number", str(n), "-o", outdir, c).strip()
-            lines.append(os.path.relpath(name, patches))
+        topic_commits = assigned[topic]
+        first, last = topic_commits[0], topic_commits[-1]
+        contiguous = git(src, "rev-list", "--reverse", f"{first}^..{last}").split() == topic_commits
+        if not contiguous:
+            sys.exit(f"series-export: the commits of topic {topic} are not contiguous; "
+                     "reorder them in the work tree first")
+        names = git(src, "format-patch", "--numbered", "--no-signature", "--zero-commit",
+                    "--abbrev=12", "-o", outdir, f"{first}^..{last}").split()
+        lines += [os.path.relpath(name, patches) for name in names]
     with open(series, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"series-export: {len(commits)} patches in {len(assigned)} topics written to {patches}")

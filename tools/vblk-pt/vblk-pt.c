@@ -1146,9 +1146,15 @@ static int cmd_fuzz(const char *chr, unsigned long n, uint64_t seed)
 	int res[FUZZ_BATCH], ret;
 	unsigned int i, round = 0;
 	struct vring rings[3];
-	/* interrupt ring with fixed buffers, polled ring, no-SQE128 ring */
+	/*
+	 * Interrupt ring with fixed buffers, polled ring, no-SQE128 ring.
+	 * SUBMIT_ALL: io_uring's own prep rejects some defects (a bad
+	 * buf_index) and would otherwise stop submitting the batch there.
+	 */
 	const unsigned int rflags[3] = {
-		IORING_SETUP_SQE128, IORING_SETUP_SQE128 | IORING_SETUP_IOPOLL, 0,
+		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SQE128,
+		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SQE128 | IORING_SETUP_IOPOLL,
+		IORING_SETUP_SUBMIT_ALL,
 	};
 
 	memset(&e, 0, sizeof(e));
