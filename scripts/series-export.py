@@ -6,8 +6,8 @@ usage: series-export.py SRC PATCHES [TOPIC]
 Every commit in base..HEAD of SRC becomes one git format-patch file. A commit
 whose subject matches a patch already in the series stays in that patch's
 topic directory; a new commit goes to TOPIC (required then). The series file
-keeps its '#' group headers; topics appear in their old order, new topics
-last. Old patch files of the series are replaced.
+keeps its '#' group headers; topics appear in the order of their commits,
+which must be contiguous per topic. Old patch files of the series are replaced.
 """
 import os
 import re
@@ -46,7 +46,13 @@ def main():
             line = line.rstrip("\n")
             entry = line.split("#")[0].strip()
             if not entry:
-                (pending if order or old else preamble).append(line)
+                # The file's own comment ends at its first blank line;
+                # later comment lines head the topic that follows them.
+                if not old and not pending and line.strip() and preamble is not None \
+                        and (not preamble or preamble[-1].strip()):
+                    preamble.append(line)
+                else:
+                    pending.append(line)
                 continue
             topic = os.path.dirname(entry)
             if topic not in order:
@@ -72,7 +78,8 @@ def main():
     for p in old:
         os.remove(os.path.join(patches, p))
     lines = list(preamble)
-    for topic in order:
+    # Topics in the order their commits come in the work tree.
+    for topic in sorted(assigned, key=lambda t: commits.index(assigned[t][0])):
         if topic not in assigned:
             continue
         lines += headers[topic]
