@@ -6,6 +6,7 @@
 #   make bench B=NAME    benchmark scenario NAME (make bench lists them)
 #   make shell [K=debug] interactive guest with the same devices
 #   make lint            checkpatch --strict, shellcheck, tools with -Werror
+#   make series-check    every patch builds on its own, no new sparse/W=1 warnings
 #   make series-export [TOPIC=dir]  save commits made in build/src/linux
 
 K ?= perf
@@ -13,12 +14,12 @@ T ?=
 export FASTPATH_BUILD := $(CURDIR)/build
 
 .PHONY: all demo test bench shell lint setup prepare kernel-perf kernel-debug \
-	tools series-export src-reset clean help
+	tools series-check series-export src-reset clean help
 
 all: help
 
 help:
-	@sed -n '3,10p' Makefile | sed 's/^# *//'
+	@sed -n '4,10p' Makefile | sed 's/^# *//'
 
 setup:
 	@scripts/setup.sh
@@ -48,6 +49,9 @@ shell: tools-$(K)
 
 lint: prepare
 	@scripts/lint.sh
+
+series-check: kernel-perf
+	@scripts/series-check.sh
 
 series-export:
 	@scripts/kernel.sh export $(TOPIC)

@@ -50,7 +50,7 @@ apply_patches() { # apply_patches FIRST_INDEX (0-based into the series)
 		n=$((n + 1))
 		[ "$n" -gt "$skip" ] || continue
 		[ -f "$PATCHES/$p" ] || die "series names $p, which does not exist"
-		if ! git -C "$SRC" am -q --keep-cr "$PATCHES/$p"; then
+		if ! git -C "$SRC" am -q --keep-cr --committer-date-is-author-date "$PATCHES/$p"; then
 			git -C "$SRC" am --abort || true
 			die "$p does not apply to $DEB_PACKAGE $(dpkg-query -W -f='${Version}' "$DEB_PACKAGE") (series pinned to $DEB_VERSION, base $BASE_COMMIT)"
 		fi

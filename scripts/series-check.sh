@@ -1,0 +1,70 @@
+#!/bin/bash
+# make series-check: prove the series is bisectable and adds no warnings.
+#
+# For every patch, in order, in build/src/linux: check it out, build the perf
+# kernel incrementally (bzImage + modules, in build/kernel-perf), then run
+# sparse (C=2) and W=1 on every .c file the patch touches and compare with
+# the same files at the base commit: a warning the base did not have fails
+# the check. checkpatch --strict is make lint's job. The tree is left at the
+# series' last commit and the perf build matches it again.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+SRC=$BUILD/src/linux
+OUT=$BUILD/kernel-perf
+[ -f "$OUT/.config" ] || die "build the perf kernel first (make kernel-perf)"
+[ -z "$(git -C "$SRC" status --porcelain --untracked-files=no)" ] ||
+	die "build/src/linux has uncommitted changes"
+export CCACHE_BASEDIR=$REPO CCACHE_NOHASHDIR=1
+head=$(git -C "$SRC" rev-parse HEAD)
+trap 'git -C "$SRC" checkout -q "$head"' EXIT
+
+kmake() {
+	make -C "$SRC" O="$OUT" -j"${JOBS:-3}" CC="ccache gcc" LOCALVERSION= "$@"
+}
+
+# Warnings of sparse and W=1 for FILES (.c), without line numbers so that
+# moved code does not count as new.
+warnings() {
+	local f objs=()
+	for f in "$@"; do
+		[ -f "$SRC/$f" ] && objs+=("${f%.c}.o")
+	done
+	[ ${#objs[@]} -gt 0 ] || return 0
+	kmake -s C=2 W=1 "${objs[@]}" 2>&1 |
+		grep -E 'warning:|error:' | sed -E 's/:[0-9]+:[0-9]+:/:/' | sort -u
+}
+
+mapfile -t commits < <(git -C "$SRC" rev-list --reverse base..HEAD)
+mapfile -t touched < <(git -C "$SRC" diff --name-only base HEAD -- '*.c')
+step "series-check: base warnings in ${#touched[@]} touched file(s)"
+git -C "$SRC" checkout -q base
+warnings "${touched[@]}" > "$OUT/series-check.base"
+
+fail=0 n=0
+for c in "${commits[@]}"; do
+	n=$((n + 1))
+	git -C "$SRC" checkout -q "$c"
+	subject=$(git -C "$SRC" log -1 --format=%s)
+	step "series-check: [$n/${#commits[@]}] $subject"
+	if ! kmake -s bzImage modules > "$OUT/series-check.log" 2>&1; then
+		grep -E 'error' "$OUT/series-check.log" | head -20
+		echo "    does not build"
+		fail=1
+		continue
+	fi
+	mapfile -t files < <(git -C "$SRC" diff --name-only "$c^" "$c" -- '*.c')
+	mapfile -t new < <(warnings "${files[@]}" | comm -23 - "$OUT/series-check.base")
+	if [ ${#new[@]} -gt 0 ]; then
+		printf '    new: %s\n' "${new[@]}"
+		fail=1
+	else
+		echo "    builds; no new sparse/W=1 warnings in ${#files[@]} touched .c file(s)"
+	fi
+done
+git -C "$SRC" checkout -q "$head"
+trap - EXIT
+step "series-check: rebuilding the series head"
+kmake -s bzImage modules > /dev/null
+if [ $fail = 0 ]; then step "series-check: clean"; else step "series-check: FAILED"; fi
+exit $fail
