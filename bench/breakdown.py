@@ -189,6 +189,8 @@ def summarise(name, res, stat, js):
     nev = [io['n'] + 1 for io in ios]
     out['traced_cycle_ns'] = statistics.median(cycle)
     out['traced_idle_ns'] = statistics.median(idle)
+    out['traced_idle_mean_ns'] = statistics.mean(idle)
+    out['slept_share'] = round(sum(1 for io in ios if io['cnt'].get('sched_switch')) / len(ios), 3)
     out['traced_busy_ns'] = statistics.median(busy)
     out['events_per_io'] = statistics.median(nev)
     # untraced totals
@@ -201,7 +203,12 @@ def summarise(name, res, stat, js):
         ios_total = js['ios']
         idle_j = int(stat.get('idle_jiffies', 0))
         tck = int(stat.get('clk_tck', 100))
-        out['idle_ns_per_io'] = idle_j * 1e9 / tck / ios_total if ios_total else None
+        if stat.get('cpu', '1') == 'all':
+            # /proc/stat cannot tell all-CPUs-idle time (the only idle time
+            # icount runs in real time) from one idle CPU: use the trace's
+            out['idle_ns_per_io'] = out['traced_idle_mean_ns']
+        else:
+            out['idle_ns_per_io'] = idle_j * 1e9 / tck / ios_total if ios_total else None
         out['busy_ns_per_io'] = out['ns_per_io'] - out['idle_ns_per_io']
         nev_m = out['events_per_io']
         out['ns_per_event'] = max(0.0, (out['traced_busy_ns'] - out['busy_ns_per_io']) / nev_m)
@@ -283,13 +290,15 @@ def table(results):
 
     for key, lab in [('traced_cycle_ns', 'traced cycle enter->enter'),
                      ('traced_idle_ns', 'traced all-CPUs-idle ns per IO'),
+                     ('traced_idle_mean_ns', 'traced all-CPUs-idle ns per IO, mean'),
+                     ('slept_share', 'share of IOs where the submitter slept'),
                      ('traced_busy_ns', 'traced busy ns per IO'),
                      ('irq_on_other_cpu', 'share of IOs with the irq on another CPU'),
                      ('events_per_io', 'trace events per IO'),
                      ('ns_per_event', 'tracer cost per event (est.)'),
                      ('iops', 'untraced IOPS'),
                      ('ns_per_io', 'untraced ns per IO'),
-                     ('idle_ns_per_io', 'untraced idle ns per IO (/proc/stat, see note)'),
+                     ('idle_ns_per_io', 'untraced idle ns per IO (/proc/stat; trace mean if unpinned)'),
                      ('busy_ns_per_io', 'untraced busy ns (instructions) per IO')]:
         row = [lab]
         for r in results:

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Turn one scenario's raw iobench runs into results/bench/<name>.{json,md,png}.
 
-usage: bench/report.py RESULTS_DIR SCENARIO
+usage: bench/report.py RESULTS_DIR NAME   (NAME: scenario, or scenario-icount)
 
 Per case and variant: the median over runs of the mean IOPS (and of the mean
 latency when iobench tracked it); the ratio is feature / baseline of the

@@ -15,7 +15,10 @@ if [ -z "$scenario" ]; then
 fi
 [ -f "$REPO/bench/scenarios/$scenario.sh" ] || die "no scenario $scenario in bench/scenarios/"
 mkdir -p "$RESULTS/bench"
-vm/run -k perf -p bench -t "${BENCH_TIMEOUT:-3600}" -n "bench-$scenario" ${ICOUNT:+-I "$ICOUNT"} -- \
-	RUNS="${RUNS:-5}" bench/run "$scenario"
+# Results are named after the scenario, with -icount for icount runs, so
+# the two kinds of run sit side by side.
+name=$scenario${ICOUNT:+-icount}
+vm/run -k perf -p bench -t "${BENCH_TIMEOUT:-3600}" -n "bench-$name" ${ICOUNT:+-I "$ICOUNT"} -- \
+	RUNS="${RUNS:-5}" bench/run "$scenario" "$name"
 step "bench: report"
-/usr/bin/python3 "$REPO/bench/report.py" "$RESULTS" "$scenario"
+/usr/bin/python3 "$REPO/bench/report.py" "$RESULTS" "$name"

@@ -2,7 +2,9 @@
 # virtio-blk block path (O_DIRECT on /dev/vdX) vs io_uring passthrough on its
 # char device (/dev/vdXc0, IORING_OP_URING_CMD), 4 KiB random reads on a
 # null-co backed disk, so only the guest's software path differs.
-#  - qd1: latency-bound, one IO at a time (-t1 records mean latency);
+#  - qd1: latency-bound, one IO at a time (-t1 records mean latency),
+#    pinned to CPU 1, where the virtio-blk interrupt lands (see
+#    bench/breakdown.md: unpinned, wakeups across CPUs add noise);
 #  - d8-s4-c4: the design's t/io_uring line, pinned to one guest CPU; its
 #    -O0 makes the block side buffered (page cache), as in the published
 #    1.87x, so d8-s4-c4-direct repeats it with O_DIRECT on the block side,
@@ -17,7 +19,7 @@ cases() {
 	_find_vblk_passthru || { echo "bench vblk: no virtio-blk char device" >&2; exit 1; }
 	local qd1="-b4096 -p0 -B0 -F1 -R1 -t1 -r$RUNTIME -d1 -s1 -c1"
 	local d8="-b4096 -d8 -c4 -s4 -F1 -B0 -O0 -n1 -R1 -r$RUNTIME"
-	bench_case qd1 "$qd1 -O1 $VBLK_DEV" "$qd1 -u1 $VBLK_CHR"
+	CPU=1 bench_case qd1 "$qd1 -O1 $VBLK_DEV" "$qd1 -u1 $VBLK_CHR"
 	CPU=1 bench_case d8-s4-c4 "$d8 -p0 $VBLK_DEV" "$d8 -p0 -u1 $VBLK_CHR"
 	CPU=1 bench_case d8-s4-c4-direct "${d8/-O0/-O1} -p0 $VBLK_DEV" \
 		"$d8 -p0 -u1 $VBLK_CHR"
