@@ -32,7 +32,7 @@ warnings() {
 	done
 	[ ${#objs[@]} -gt 0 ] || return 0
 	kmake -s C=2 W=1 "${objs[@]}" 2>&1 |
-		grep -E 'warning:|error:' | sed -E 's/:[0-9]+:[0-9]+:/:/' | sort -u
+		{ grep -E 'warning:|error:' || true; } | sed -E 's/:[0-9]+:[0-9]+:/:/' | sort -u
 }
 
 mapfile -t commits < <(git -C "$SRC" rev-list --reverse base..HEAD)
