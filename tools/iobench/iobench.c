@@ -56,6 +56,8 @@
 #include <linux/virtio_blk.h>
 #include <liburing.h>
 
+#include "rng.h"
+
 /* Older liburing copies of io_uring.h predate registered-buffer uring_cmd. */
 #ifndef IORING_URING_CMD_FIXED
 #define IORING_URING_CMD_FIXED	(1U << 0)
@@ -198,24 +200,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
-/* xorshift64*: cheap, and good enough to spread offsets over a device. */
-static uint64_t rng_next(uint64_t *state)
-{
-	uint64_t x = *state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*state = x;
-	return x * 0x2545f4914f6cdd1dULL;
-}
-
-/* Uniform in [0, n) without a division (Lemire's multiply-shift). */
-static uint64_t rng_below(uint64_t *state, uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)rng_next(state) * n) >> 64);
 }
 
 /* ------------------------------------------------------------------ */

@@ -58,6 +58,8 @@
 #include <linux/virtio_blk.h>
 #include <liburing.h>
 
+#include "rng.h"
+
 #ifndef IORING_URING_CMD_FIXED
 #define IORING_URING_CMD_FIXED	(1U << 0)
 #endif
@@ -115,22 +117,6 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dULL;
-}
-
-static uint64_t rng_below(uint64_t *s, uint64_t n)
-{
-	return n ? rng_next(s) % n : 0;
 }
 
 static const struct {
