@@ -27,6 +27,12 @@
  *   stress CHAR [--polled] [--seconds S] [--qd Q] [--write] [--offset O]
  *	Keep Q commands in flight until S seconds pass or a command fails,
  *	then stop submitting and wait for all in-flight ones (hot removal).
+ *   pollshare CHAR [-n PROCS] [--seconds S] [--qd Q] [--offset O]
+ *	PROCS processes spread over the CPUs, each with two IOPOLL rings on
+ *	the same poll queue, read back their own pattern (and, bounced,
+ *	GET_ID) for S seconds: every completion must reach the ring and the
+ *	buffer that issued it, with the issuer's data, whoever's poll loop
+ *	reaped it.
  *   put CHAR FILE [--offset O] [--len L] [--mode M]
  *	Copy bytes [O, O + L) of FILE to the same place on the disk through
  *	the char device, so that data another tool generated (fio's verify
@@ -55,6 +61,8 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
+#include <sched.h>
 #include <linux/virtio_blk.h>
 #include <liburing.h>
 
@@ -1301,6 +1309,209 @@ static int cmd_stress(const char *chr, bool polled, unsigned int seconds,
 }
 
 /* ------------------------------------------------------------------ */
+/* pollshare: polled completions reaped by other rings and tasks      */
+/* ------------------------------------------------------------------ */
+
+#define PS_REGION	(16ULL << 20)	/* each process's own disk region */
+#define PS_BS		4096
+#define PS_FILL_BS	(64 << 10)
+#define PS_GET_ID	UINT64_MAX	/* slot_blk[] of a GET_ID command */
+
+/*
+ * One process of pollshare: write a pattern over its region through an
+ * interrupt ring, then keep @qd polled reads (one in 8 a GET_ID, whose
+ * bounce buffer is copied back to user space) in flight on each of two
+ * IOPOLL rings and check every completion: the slot it names is in flight
+ * on that ring, the result is 0 and the buffer holds the pattern of the
+ * block read into it, or the disk's ID.  The other rings polling the same queue (the second
+ * ring here, the other processes) reap these commands as often as their
+ * owner does.
+ */
+static void pollshare_child(const char *chr, unsigned int idx, unsigned int seconds,
+			    unsigned int qd, uint64_t base)
+{
+	const uint64_t seed = 0x5000 + idx, nblocks = PS_REGION / PS_BS;
+	uint64_t deadline = now_ms() + seconds * 1000ULL, rng = idx + 1;
+	uint64_t *slot_blk = calloc(2 * qd, sizeof(*slot_blk));
+	bool *busy = calloc(2 * qd, sizeof(*busy));
+	unsigned long verified = 0;
+	unsigned int inflight = 0, i;
+	struct vring w, r[2];
+	char *buf = xalloc((size_t)2 * qd * PS_BS);
+	char *fill = xalloc(PS_FILL_BS);
+	char id_ref[VIRTIO_BLK_ID_BYTES];
+	int fd = open_or_die(chr, O_RDWR);
+	int res;
+
+	if (!slot_blk || !busy)
+		fail("pollshare: out of memory");
+
+	vring_init_or_die(&w, 4, IORING_SETUP_SQE128);
+	for (i = 0; i < PS_REGION / PS_FILL_BS; i++) {
+		struct virtio_blk_uring_cmd c = {
+			.type = VIRTIO_BLK_T_OUT,
+			.sector = (base + (uint64_t)i * PS_FILL_BS) / SECTOR,
+			.data = (uintptr_t)fill,
+			.data_len = PS_FILL_BS,
+		};
+
+		pat_fill(fill, PS_FILL_BS, seed, base + (uint64_t)i * PS_FILL_BS);
+		res = run_one(&w, fd, VIRTIO_BLK_URING_CMD_IO, &c);
+		if (res)
+			fail("pollshare %u: filling the region: %s", idx, errname(res));
+	}
+	/* GET_ID is bounced: its copy-back must happen in this process's mm */
+	{
+		struct virtio_blk_uring_cmd c = {
+			.type = VIRTIO_BLK_T_GET_ID,
+			.data = (uintptr_t)id_ref,
+			.data_len = VIRTIO_BLK_ID_BYTES,
+		};
+
+		res = run_one(&w, fd, VIRTIO_BLK_URING_CMD_IO, &c);
+		if (res)
+			fail("pollshare %u: GET_ID: %s", idx, errname(res));
+		if (zero_check(id_ref, VIRTIO_BLK_ID_BYTES) < 0)
+			bail(EXIT_SKIP, "pollshare: the disk has no serial for GET_ID to return");
+	}
+	io_uring_queue_exit(&w.ring);
+
+	for (i = 0; i < 2; i++)
+		vring_init_or_die(&r[i], qd, IORING_SETUP_SQE128 | IORING_SETUP_IOPOLL);
+
+	for (;;) {
+		bool stopping = now_ms() > deadline;
+		uint64_t idle_since = now_ms();
+		unsigned int ring, got = 0;
+
+		for (ring = 0; ring < 2 && !stopping; ring++) {
+			for (i = ring * qd; i < (ring + 1) * qd; i++) {
+				struct io_uring_sqe *sqe;
+				struct virtio_blk_uring_cmd *c;
+
+				if (busy[i])
+					continue;
+				memset(buf + (size_t)i * PS_BS, 0, PS_BS);
+				sqe = cmd_sqe(&r[ring], fd, VIRTIO_BLK_URING_CMD_IO, i);
+				c = sqe_cmd(sqe);
+				c->data = (uintptr_t)(buf + (size_t)i * PS_BS);
+				/* One command in 8 is a (bounced) GET_ID */
+				if (!rng_below(&rng, 8)) {
+					slot_blk[i] = PS_GET_ID;
+					c->type = VIRTIO_BLK_T_GET_ID;
+					c->data_len = VIRTIO_BLK_ID_BYTES;
+				} else {
+					slot_blk[i] = rng_below(&rng, nblocks);
+					c->type = VIRTIO_BLK_T_IN;
+					c->sector = (base + slot_blk[i] * PS_BS) / SECTOR;
+					c->data_len = PS_BS;
+				}
+				busy[i] = true;
+				inflight++;
+			}
+			res = io_uring_submit(&r[ring].ring);
+			if (res < 0)
+				fail("pollshare %u: io_uring_submit: %s", idx, strerror(-res));
+		}
+		if (!inflight)
+			break;
+
+		/* Reap from both rings until something completed. */
+		while (!got) {
+			for (ring = 0; ring < 2; ring++) {
+				struct io_uring_cqe *cqe;
+
+				res = io_uring_get_events(&r[ring].ring);
+				if (res < 0 && res != -EINTR && res != -EAGAIN)
+					fail("pollshare %u: io_uring_enter: %s", idx,
+					     strerror(-res));
+				while (!io_uring_peek_cqe(&r[ring].ring, &cqe)) {
+					uint64_t slot = cqe->user_data;
+					uint64_t off;
+					long bad;
+
+					if (slot < ring * qd || slot >= (ring + 1) * qd ||
+					    !busy[slot])
+						fail("pollshare %u: ring %u got a CQE for slot %" PRIu64
+						     ", not one of its commands in flight",
+						     idx, ring, slot);
+					if (cqe->res)
+						fail("pollshare %u: polled read: %s", idx,
+						     errname(cqe->res));
+					if (slot_blk[slot] == PS_GET_ID) {
+						if (memcmp(buf + slot * PS_BS, id_ref,
+							   VIRTIO_BLK_ID_BYTES))
+							fail("pollshare %u: polled GET_ID did not return the disk's ID",
+							     idx);
+					} else {
+						off = base + slot_blk[slot] * PS_BS;
+						bad = pat_check(buf + slot * PS_BS, PS_BS,
+								seed, off);
+						if (bad >= 0)
+							fail("pollshare %u: block at %" PRIu64
+							     " has wrong data at byte %ld",
+							     idx, off, bad);
+					}
+					busy[slot] = false;
+					inflight--;
+					verified++;
+					got++;
+					io_uring_cqe_seen(&r[ring].ring, cqe);
+				}
+			}
+			if (!got && now_ms() - idle_since > WAIT_MS)
+				fail("pollshare %u: %u polled reads never completed",
+				     idx, inflight);
+		}
+	}
+	for (i = 0; i < 2; i++)
+		io_uring_queue_exit(&r[i].ring);
+	close(fd);
+	printf("pollshare: process %u: %lu polled reads verified\n", idx, verified);
+	if (!verified)
+		fail("pollshare %u: no read completed", idx);
+	exit(0);
+}
+
+static int cmd_pollshare(const char *chr, unsigned int procs, unsigned int seconds,
+			 unsigned int qd, uint64_t off)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned int i, failed = 0, skipped = 0;
+	int status;
+	pid_t pid;
+
+	if (ncpu < 1)
+		ncpu = 1;
+	fflush(stdout);
+	for (i = 0; i < procs; i++) {
+		pid = fork();
+		if (pid < 0)
+			fail("pollshare: fork: %s", strerror(errno));
+		if (!pid) {
+			cpu_set_t set;
+
+			/* Spread the pollers so they share the queue from every CPU */
+			CPU_ZERO(&set);
+			CPU_SET(i % ncpu, &set);
+			sched_setaffinity(0, sizeof(set), &set);
+			pollshare_child(chr, i, seconds, qd, off + i * PS_REGION);
+		}
+	}
+	while ((pid = wait(&status)) > 0) {
+		if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_SKIP)
+			skipped++;
+		else if (!WIFEXITED(status) || WEXITSTATUS(status))
+			failed++;
+	}
+	if (skipped && !failed)
+		bail(EXIT_SKIP, "pollshare: %s cannot be checked", chr);
+	if (failed)
+		fail("pollshare: %u of %u processes failed", failed, procs);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
 /* put: a file's bytes onto the disk through the char device          */
 /* ------------------------------------------------------------------ */
 
@@ -1392,6 +1603,7 @@ static void usage(void)
 		"       vblk-pt perm CHAR --op OP --open r|w|rw --expect ERR [--offset O] [--polled]\n"
 		"       vblk-pt fuzz CHAR [-n N] [--seed S]\n"
 		"       vblk-pt stress CHAR [--polled] [--seconds S] [--qd Q] [--write] [--offset O]\n"
+		"       vblk-pt pollshare CHAR [-n PROCS] [--seconds S] [--qd Q] [--offset O]\n"
 		"       vblk-pt put CHAR FILE [--offset O] [--len L] [--mode M]\n"
 		"       vblk-pt openclose CHAR [-n N]\n");
 	exit(EXIT_USAGE);
@@ -1495,6 +1707,11 @@ int main(int argc, char **argv)
 			bail(EXIT_USAGE, "stress: --qd 1..256");
 		ret = cmd_stress(chr, polled, (unsigned int)seconds, (unsigned int)qd,
 				 write, off);
+	} else if (!strcmp(sub, "pollshare")) {
+		if (!qd || qd > 64 || n > 16)
+			bail(EXIT_USAGE, "pollshare: --qd 1..64, -n 1..16");
+		ret = cmd_pollshare(chr, n ? (unsigned int)n : 4, (unsigned int)seconds,
+				    (unsigned int)qd, off);
 	} else if (!strcmp(sub, "put")) {
 		if (!blk)
 			usage();

@@ -1,0 +1,94 @@
+#!/bin/bash
+# A/B two builds of the virtio_blk module in one boot: the modules are
+# swapped before every run, so both see the same host load over time and
+# the block path, measured alongside, shows how much the host drifted.
+#
+#   vm/run -k perf -p bench -n module-ab -- bench/module-ab.sh [-n RUNS] [-r SEC] A.ko B.ko
+#
+# Build the two modules on the host from the same kernel build, e.g. the
+# driver before and after patches 5-6 of virtio-blk-passthru:
+#
+#   git -C build/src/linux checkout <commit> -- drivers/block/virtio_blk.c
+#   scripts/kernel.sh build perf && cp build/kernel-perf/drivers/block/virtio_blk.ko results/ab-a.ko
+#   git -C build/src/linux checkout HEAD -- drivers/block/virtio_blk.c
+#   scripts/kernel.sh build perf && cp build/kernel-perf/drivers/block/virtio_blk.ko results/ab-b.ko
+#
+# Needs the bench profile's null-co disk (the root is 9p, so virtio_blk can
+# be unloaded). Prints one line per run and module, then the medians, the
+# B/A ratio and in how many runs B was faster, per case.
+set -euo pipefail
+
+REPO=${FASTPATH_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
+TESTS_DIR=$REPO/tests
+# shellcheck source=tests/common/rc
+. "$TESTS_DIR/common/rc"
+
+runs=7 sec=3
+while getopts "n:r:h" opt; do
+	case $opt in
+	n) runs=$OPTARG ;;
+	r) sec=$OPTARG ;;
+	*) sed -n '2,17p' "$0"; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 2 ] || { echo "usage: bench/module-ab.sh [-n RUNS] [-r SEC] A.ko B.ko" >&2; exit 2; }
+mods=("$1" "$2")
+for m in "${mods[@]}"; do
+	[ -f "$m" ] || { echo "module-ab: no such module: $m" >&2; exit 1; }
+done
+
+load() {
+	modprobe -r virtio_blk 2>/dev/null || rmmod virtio_blk ||
+		{ echo "module-ab: cannot unload virtio_blk (disk in use?)" >&2; exit 1; }
+	insmod "$1" poll_queues=1 || { echo "module-ab: insmod $1 failed" >&2; exit 1; }
+	_wait_for 10 test -c /dev/vdac0 ||
+		{ echo "module-ab: /dev/vdac0 did not appear with $1" >&2; exit 1; }
+}
+
+# Maximum IOPS of one iobench run, pinned to CPU 1 (the interrupt's CPU).
+iops() {
+	taskset -c 1 "$TOOLS/iobench" "$@" | sed -n 's/.*Maximum IOPS=\([0-9]*\).*/\1/p' | tail -n 1
+}
+
+qd1="-b4096 -B0 -F1 -R1 -r$sec -d1 -s1 -c1"
+d8="-b4096 -d8 -c4 -s4 -F1 -B0 -n1 -R1 -r$sec"
+cases=(pt-qd1 pt-qd1-poll pt-d8-poll blk-qd1 blk-d8-poll)
+declare -A args=(
+	[pt-qd1]="$qd1 -p0 -u1 /dev/vdac0"
+	[pt-qd1-poll]="$qd1 -p1 -u1 /dev/vdac0"
+	[pt-d8-poll]="$d8 -p1 -u1 /dev/vdac0"
+	[blk-qd1]="$qd1 -p0 -O1 /dev/vda"
+	[blk-d8-poll]="$d8 -p1 -O1 /dev/vda"
+)
+
+log=$(mktemp)
+for ((run = 1; run <= runs; run++)); do
+	for i in 0 1; do
+		ab=$([ "$i" = 0 ] && echo A || echo B)
+		load "${mods[$i]}"
+		line="run=$run mod=$ab"
+		for c in "${cases[@]}"; do
+			# shellcheck disable=SC2086 # args are word lists
+			line+=" $c=$(iops ${args[$c]})"
+		done
+		echo "$line" | tee -a "$log"
+	done
+done
+
+python3 - "$log" "${cases[@]}" <<'PY'
+import statistics, sys
+log, cases = sys.argv[1], sys.argv[2:]
+runs = {}
+for line in open(log):
+    kv = dict(f.split("=") for f in line.split())
+    for c in cases:
+        runs.setdefault((c, kv["mod"]), []).append(int(kv[c]))
+print(f"{'case':12} {'A median':>9} {'B median':>9} {'B/A':>6}  B faster")
+for c in cases:
+    a, b = runs[(c, "A")], runs[(c, "B")]
+    wins = sum(y > x for x, y in zip(a, b))
+    print(f"{c:12} {statistics.median(a):9.0f} {statistics.median(b):9.0f} "
+          f"{statistics.median(b) / statistics.median(a):6.3f}  {wins}/{len(a)}")
+PY
+rm -f "$log"
