@@ -38,8 +38,13 @@ for m in "${mods[@]}"; do
 	[ -f "$m" ] || { echo "module-ab: no such module: $m" >&2; exit 1; }
 done
 
+unload() {
+	modprobe -r virtio_blk 2> /dev/null
+}
+
 load() {
-	modprobe -r virtio_blk 2>/dev/null || rmmod virtio_blk ||
+	# A closed ring lets go of the char device from a workqueue, later.
+	_wait_for 20 unload ||
 		{ echo "module-ab: cannot unload virtio_blk (disk in use?)" >&2; exit 1; }
 	insmod "$1" poll_queues=1 || { echo "module-ab: insmod $1 failed" >&2; exit 1; }
 	_wait_for 10 test -c /dev/vdac0 ||
