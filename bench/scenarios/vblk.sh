@@ -10,7 +10,9 @@
 #    1.87x, so d8-s4-c4-direct repeats it with O_DIRECT on the block side,
 #    the comparison that isolates the bio/blk-mq cost;
 #  - d8-s4-c4-poll: O_DIRECT block path vs passthrough, both polled on the
-#    poll queue (IOPOLL ring; polling needs O_DIRECT on the block side).
+#    poll queue (IOPOLL ring; polling needs O_DIRECT on the block side);
+#  - qd1-poll: the same at QD1, where the per-command completion cost is
+#    not shared with other commands of a batch.
 DESCRIPTION="virtio-blk block path vs vdXc0 passthrough, 4 KiB randread"
 RUNS=${RUNS:-5}
 RUNTIME=${RUNTIME:-5}
@@ -25,4 +27,6 @@ cases() {
 		"$d8 -p0 -u1 $VBLK_CHR"
 	CPU=1 bench_case d8-s4-c4-poll "${d8/-O0/-O1} -p1 $VBLK_DEV" \
 		"$d8 -p1 -u1 $VBLK_CHR"
+	CPU=1 bench_case qd1-poll "${qd1/-p0/-p1} -O1 $VBLK_DEV" \
+		"${qd1/-p0/-p1} -u1 $VBLK_CHR"
 }
