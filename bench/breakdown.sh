@@ -135,8 +135,6 @@ trace_setup() {
 	done
 }
 
-# One untraced run for the totals; /proc/stat idle of the pinned CPU and the
-# virtio-blk interrupt counts around it.
 # /proc/stat idle of the pinned CPU, or of all CPUs (cpu=all)
 cpu_idle_jiffies() {
 	local c=cpu$cpu
@@ -146,7 +144,9 @@ cpu_idle_jiffies() {
 pin() { [ "$cpu" = all ] || printf 'taskset\n-c\n%s\n' "$cpu"; }
 vblk_irqs() { grep -E 'virtio[0-9]+-req' /proc/interrupts | awk '{ s = ""; for (i = 2; i <= 3; i++) s = s " " $i; print $NF s }' | tr '\n' ';'; }
 
-run_case() { # run_case NAME ARGS...
+# run_case NAME ARGS...: one untraced run for the totals, with /proc/stat
+# idle and the virtio-blk interrupt counts around it, then one traced run.
+run_case() {
 	local name=$1 i0 i1 r0 r1
 	shift
 	echo "breakdown: $name: untraced ${runtime}s: iobench $*"
@@ -197,4 +197,9 @@ qd1="-b4096 -d1 -s1 -c1 -B0 -F1 -R1"
 	fi
 }
 tw trace_clock local
-echo "breakdown: traces in ${out#"${FASTPATH_RESULTS:-}"/}; run: python3 bench/breakdown.py results/breakdown"
+results=${FASTPATH_RESULTS:-$REPO/results}
+case $out in
+"$results"/*) host=results/${out#"$results"/} ;;	# the host's view of the share
+*) host=$out ;;
+esac
+echo "breakdown: traces in $out; run: python3 bench/breakdown.py $host"

@@ -33,7 +33,7 @@ while getopts "n:r:h" opt; do
 done
 shift $((OPTIND - 1))
 [ $# -eq 2 ] || { echo "usage: bench/module-ab.sh [-n RUNS] [-r SEC] A.ko B.ko" >&2; exit 2; }
-mods=("$1" "$2")
+mods=("$1" "$2") labels=(A B)
 for m in "${mods[@]}"; do
 	[ -f "$m" ] || { echo "module-ab: no such module: $m" >&2; exit 1; }
 done
@@ -47,8 +47,9 @@ load() {
 	_wait_for 20 unload ||
 		{ echo "module-ab: cannot unload virtio_blk (disk in use?)" >&2; exit 1; }
 	insmod "$1" poll_queues=1 || { echo "module-ab: insmod $1 failed" >&2; exit 1; }
-	_wait_for 10 test -c /dev/vdac0 ||
-		{ echo "module-ab: /dev/vdac0 did not appear with $1" >&2; exit 1; }
+	# Sets VBLK_DEV and VBLK_CHR, which case_args uses.
+	_wait_for 10 _find_vblk_passthru ||
+		{ echo "module-ab: no virtio-blk char device appeared with $1" >&2; exit 1; }
 }
 
 # Maximum IOPS of one iobench run, pinned to CPU 1 (the interrupt's CPU).
@@ -59,23 +60,24 @@ iops() {
 qd1="-b4096 -B0 -F1 -R1 -r$sec -d1 -s1 -c1"
 d8="-b4096 -d8 -c4 -s4 -F1 -B0 -n1 -R1 -r$sec"
 cases=(pt-qd1 pt-qd1-poll pt-d8-poll blk-qd1 blk-d8-poll)
-declare -A args=(
-	[pt-qd1]="$qd1 -p0 -u1 /dev/vdac0"
-	[pt-qd1-poll]="$qd1 -p1 -u1 /dev/vdac0"
-	[pt-d8-poll]="$d8 -p1 -u1 /dev/vdac0"
-	[blk-qd1]="$qd1 -p0 -O1 /dev/vda"
-	[blk-d8-poll]="$d8 -p1 -O1 /dev/vda"
-)
+case_args() {
+	case $1 in
+	pt-qd1) echo "$qd1 -p0 -u1 $VBLK_CHR" ;;
+	pt-qd1-poll) echo "$qd1 -p1 -u1 $VBLK_CHR" ;;
+	pt-d8-poll) echo "$d8 -p1 -u1 $VBLK_CHR" ;;
+	blk-qd1) echo "$qd1 -p0 -O1 $VBLK_DEV" ;;
+	blk-d8-poll) echo "$d8 -p1 -O1 $VBLK_DEV" ;;
+	esac
+}
 
 log=$(mktemp)
 for ((run = 1; run <= runs; run++)); do
 	for i in 0 1; do
-		ab=$([ "$i" = 0 ] && echo A || echo B)
-		load "${mods[$i]}"
-		line="run=$run mod=$ab"
+		load "${mods[i]}"
+		line="run=$run mod=${labels[i]}"
 		for c in "${cases[@]}"; do
-			# shellcheck disable=SC2086 # args are word lists
-			line+=" $c=$(iops ${args[$c]})"
+			# shellcheck disable=SC2046 # the arguments are a word list
+			line+=" $c=$(iops $(case_args "$c"))"
 		done
 		echo "$line" | tee -a "$log"
 	done

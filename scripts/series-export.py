@@ -39,7 +39,7 @@ def patch_subject(path):
 def main():
     src, patches, new_topic = sys.argv[1], sys.argv[2], (sys.argv[3] if len(sys.argv) > 3 else "")
     series = os.path.join(patches, "series")
-    preamble, headers, order, old = [], {}, [], []
+    preamble, headers, old = [], {}, []
     pending = []
     with open(series) as f:
         for line in f:
@@ -48,15 +48,14 @@ def main():
             if not entry:
                 # The file's own comment ends at its first blank line;
                 # later comment lines head the topic that follows them.
-                if not old and not pending and line.strip() and preamble is not None \
+                if not old and not pending and line.strip() \
                         and (not preamble or preamble[-1].strip()):
                     preamble.append(line)
                 else:
                     pending.append(line)
                 continue
             topic = os.path.dirname(entry)
-            if topic not in order:
-                order.append(topic)
+            if topic not in headers:
                 headers[topic] = pending
             pending = []
             old.append(entry)
@@ -70,27 +69,26 @@ def main():
         if not topic:
             sys.exit(f"series-export: new commit '{subject}' has no topic; "
                      "run: make series-export TOPIC=<directory>")
-        if topic not in order:
-            order.append(topic)
-            headers[topic] = ["", f"# {topic}"]
+        headers.setdefault(topic, ["", f"# {topic}"])
         assigned.setdefault(topic, []).append(c)
+
+    # Check every topic before the old patch files are removed.
+    for topic, topic_commits in assigned.items():
+        first, last = topic_commits[0], topic_commits[-1]
+        if git(src, "rev-list", "--reverse", f"{first}^..{last}").split() != topic_commits:
+            sys.exit(f"series-export: the commits of topic {topic} are not contiguous; "
+                     "reorder them in the work tree first")
 
     for p in old:
         os.remove(os.path.join(patches, p))
     lines = list(preamble)
-    # Topics in the order their commits come in the work tree.
-    for topic in sorted(assigned, key=lambda t: commits.index(assigned[t][0])):
-        if topic not in assigned:
-            continue
+    # Topics in the order their commits come in the work tree (dicts keep
+    # insertion order, and commits were assigned in order).
+    for topic, topic_commits in assigned.items():
         lines += headers[topic]
         outdir = os.path.join(patches, topic)
         os.makedirs(outdir, exist_ok=True)
-        topic_commits = assigned[topic]
         first, last = topic_commits[0], topic_commits[-1]
-        contiguous = git(src, "rev-list", "--reverse", f"{first}^..{last}").split() == topic_commits
-        if not contiguous:
-            sys.exit(f"series-export: the commits of topic {topic} are not contiguous; "
-                     "reorder them in the work tree first")
         names = git(src, "format-patch", "--numbered", "--no-signature", "--zero-commit",
                     "--abbrev=12", "-o", outdir, f"{first}^..{last}").split()
         lines += [os.path.relpath(name, patches) for name in names]

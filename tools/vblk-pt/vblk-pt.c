@@ -1315,161 +1315,168 @@ static int cmd_stress(const char *chr, bool polled, unsigned int seconds,
 #define PS_REGION	(16ULL << 20)	/* each process's own disk region */
 #define PS_BS		4096
 #define PS_FILL_BS	(64 << 10)
-#define PS_GET_ID	UINT64_MAX	/* slot_blk[] of a GET_ID command */
+#define PS_GET_ID	UINT64_MAX	/* ps_slot.blk of a GET_ID command */
+
+/* One process of pollshare and its commands in flight. */
+struct ps_proc {
+	unsigned int idx, qd;		/* slots [ring * qd, (ring + 1) * qd) */
+	int fd;
+	uint64_t base, seed, rng;
+	char *buf;			/* PS_BS bytes per slot */
+	struct ps_slot {
+		bool busy;
+		uint64_t blk;		/* block of the region, or PS_GET_ID */
+	} *slot;
+	unsigned int inflight;
+	unsigned long verified;
+	char id_ref[VIRTIO_BLK_ID_BYTES];
+};
+
+/* Fill the idle slots of @ring with polled reads, one in 8 a GET_ID. */
+static void ps_submit(struct ps_proc *p, struct vring *r, unsigned int ring)
+{
+	unsigned int i;
+	int res;
+
+	for (i = ring * p->qd; i < (ring + 1) * p->qd; i++) {
+		struct ps_slot *slot = &p->slot[i];
+		struct virtio_blk_uring_cmd *c;
+
+		if (slot->busy)
+			continue;
+		memset(p->buf + (size_t)i * PS_BS, 0, PS_BS);
+		c = sqe_cmd(cmd_sqe(r, p->fd, VIRTIO_BLK_URING_CMD_IO, i));
+		c->data = (uintptr_t)(p->buf + (size_t)i * PS_BS);
+		if (!rng_below(&p->rng, 8)) {
+			slot->blk = PS_GET_ID;
+			c->type = VIRTIO_BLK_T_GET_ID;
+			c->data_len = VIRTIO_BLK_ID_BYTES;
+		} else {
+			slot->blk = rng_below(&p->rng, PS_REGION / PS_BS);
+			c->type = VIRTIO_BLK_T_IN;
+			c->sector = (p->base + slot->blk * PS_BS) / SECTOR;
+			c->data_len = PS_BS;
+		}
+		slot->busy = true;
+		p->inflight++;
+	}
+	res = io_uring_submit(&r->ring);
+	if (res < 0)
+		fail("process %u: io_uring_submit: %s", p->idx, strerror(-res));
+}
 
 /*
- * One process of pollshare: write a pattern over its region through an
- * interrupt ring, then keep @qd polled reads (one in 8 a GET_ID, whose
- * bounce buffer is copied back to user space) in flight on each of two
- * IOPOLL rings and check every completion: the slot it names is in flight
- * on that ring, the result is 0 and the buffer holds the pattern of the
- * block read into it, or the disk's ID.  The other rings polling the same queue (the second
- * ring here, the other processes) reap these commands as often as their
- * owner does.
+ * Poll @ring and check what it completed: the slot is one of its own in
+ * flight, the result 0, the buffer the block's pattern or the disk's ID.
+ * Returns how many completed.
+ */
+static unsigned int ps_reap(struct ps_proc *p, struct vring *r, unsigned int ring)
+{
+	struct io_uring_cqe *cqe;
+	unsigned int got = 0;
+	int res;
+
+	res = io_uring_get_events(&r->ring);
+	if (res < 0 && res != -EINTR && res != -EAGAIN)
+		fail("process %u: io_uring_enter: %s", p->idx, strerror(-res));
+	while (!io_uring_peek_cqe(&r->ring, &cqe)) {
+		uint64_t i = cqe->user_data, off;
+		const char *data = p->buf + i * PS_BS;
+		long bad;
+
+		if (i < ring * p->qd || i >= (ring + 1) * p->qd || !p->slot[i].busy)
+			fail("process %u: ring %u got a CQE for slot %" PRIu64
+			     ", not one of its commands in flight", p->idx, ring, i);
+		if (cqe->res)
+			fail("process %u: polled read: %s", p->idx, errname(cqe->res));
+		if (p->slot[i].blk == PS_GET_ID) {
+			if (memcmp(data, p->id_ref, VIRTIO_BLK_ID_BYTES))
+				fail("process %u: polled GET_ID did not return the disk's ID",
+				     p->idx);
+		} else {
+			off = p->base + p->slot[i].blk * PS_BS;
+			bad = pat_check(data, PS_BS, p->seed, off);
+			if (bad >= 0)
+				fail("process %u: block at %" PRIu64 " has wrong data at byte %ld",
+				     p->idx, off, bad);
+		}
+		p->slot[i].busy = false;
+		p->inflight--;
+		p->verified++;
+		got++;
+		io_uring_cqe_seen(&r->ring, cqe);
+	}
+	return got;
+}
+
+/*
+ * One process of pollshare: write a pattern over its region and read the
+ * disk's ID through an interrupt ring, then keep @qd commands in flight on
+ * each of two IOPOLL rings for @seconds, checking every completion.  The
+ * other rings polling the same queue (the second ring here, the other
+ * processes) reap these commands as often as their owner does.
  */
 static void pollshare_child(const char *chr, unsigned int idx, unsigned int seconds,
 			    unsigned int qd, uint64_t base)
 {
-	const uint64_t seed = 0x5000 + idx, nblocks = PS_REGION / PS_BS;
-	uint64_t deadline = now_ms() + seconds * 1000ULL, rng = idx + 1;
-	uint64_t *slot_blk = calloc(2 * qd, sizeof(*slot_blk));
-	bool *busy = calloc(2 * qd, sizeof(*busy));
-	unsigned long verified = 0;
-	unsigned int inflight = 0, i;
-	struct vring w, r[2];
-	char *buf = xalloc((size_t)2 * qd * PS_BS);
+	struct ps_proc p = {
+		.idx = idx, .qd = qd, .base = base,
+		.seed = 0x5000 + idx, .rng = idx + 1,
+		.fd = open_or_die(chr, O_RDWR),
+		.buf = xalloc((size_t)2 * qd * PS_BS),
+		.slot = xalloc(2 * qd * sizeof(struct ps_slot)),
+	};
+	struct virtio_blk_uring_cmd c = { .type = VIRTIO_BLK_T_OUT, .data_len = PS_FILL_BS };
+	uint64_t deadline = now_ms() + seconds * 1000ULL, idle_since;
 	char *fill = xalloc(PS_FILL_BS);
-	char id_ref[VIRTIO_BLK_ID_BYTES];
-	int fd = open_or_die(chr, O_RDWR);
+	struct vring w, r[2];
+	unsigned int i, ring;
 	int res;
 
-	if (!slot_blk || !busy)
-		fail("pollshare: out of memory");
-
 	vring_init_or_die(&w, 4, IORING_SETUP_SQE128);
+	c.data = (uintptr_t)fill;
 	for (i = 0; i < PS_REGION / PS_FILL_BS; i++) {
-		struct virtio_blk_uring_cmd c = {
-			.type = VIRTIO_BLK_T_OUT,
-			.sector = (base + (uint64_t)i * PS_FILL_BS) / SECTOR,
-			.data = (uintptr_t)fill,
-			.data_len = PS_FILL_BS,
-		};
-
-		pat_fill(fill, PS_FILL_BS, seed, base + (uint64_t)i * PS_FILL_BS);
-		res = run_one(&w, fd, VIRTIO_BLK_URING_CMD_IO, &c);
+		c.sector = (base + (uint64_t)i * PS_FILL_BS) / SECTOR;
+		pat_fill(fill, PS_FILL_BS, p.seed, base + (uint64_t)i * PS_FILL_BS);
+		res = run_one(&w, p.fd, VIRTIO_BLK_URING_CMD_IO, &c);
 		if (res)
-			fail("pollshare %u: filling the region: %s", idx, errname(res));
+			fail("process %u: filling the region: %s", idx, errname(res));
 	}
 	/* GET_ID is bounced: its copy-back must happen in this process's mm */
-	{
-		struct virtio_blk_uring_cmd c = {
-			.type = VIRTIO_BLK_T_GET_ID,
-			.data = (uintptr_t)id_ref,
-			.data_len = VIRTIO_BLK_ID_BYTES,
-		};
-
-		res = run_one(&w, fd, VIRTIO_BLK_URING_CMD_IO, &c);
-		if (res)
-			fail("pollshare %u: GET_ID: %s", idx, errname(res));
-		if (zero_check(id_ref, VIRTIO_BLK_ID_BYTES) < 0)
-			bail(EXIT_SKIP, "pollshare: the disk has no serial for GET_ID to return");
-	}
+	c = (struct virtio_blk_uring_cmd){
+		.type = VIRTIO_BLK_T_GET_ID,
+		.data = (uintptr_t)p.id_ref,
+		.data_len = VIRTIO_BLK_ID_BYTES,
+	};
+	res = run_one(&w, p.fd, VIRTIO_BLK_URING_CMD_IO, &c);
+	if (res)
+		fail("process %u: GET_ID: %s", idx, errname(res));
+	if (zero_check(p.id_ref, VIRTIO_BLK_ID_BYTES) < 0)
+		bail(EXIT_SKIP, "the disk has no serial for GET_ID to return");
 	io_uring_queue_exit(&w.ring);
 
-	for (i = 0; i < 2; i++)
-		vring_init_or_die(&r[i], qd, IORING_SETUP_SQE128 | IORING_SETUP_IOPOLL);
-
+	for (ring = 0; ring < 2; ring++)
+		vring_init_or_die(&r[ring], qd, IORING_SETUP_SQE128 | IORING_SETUP_IOPOLL);
 	for (;;) {
-		bool stopping = now_ms() > deadline;
-		uint64_t idle_since = now_ms();
-		unsigned int ring, got = 0;
-
-		for (ring = 0; ring < 2 && !stopping; ring++) {
-			for (i = ring * qd; i < (ring + 1) * qd; i++) {
-				struct io_uring_sqe *sqe;
-				struct virtio_blk_uring_cmd *c;
-
-				if (busy[i])
-					continue;
-				memset(buf + (size_t)i * PS_BS, 0, PS_BS);
-				sqe = cmd_sqe(&r[ring], fd, VIRTIO_BLK_URING_CMD_IO, i);
-				c = sqe_cmd(sqe);
-				c->data = (uintptr_t)(buf + (size_t)i * PS_BS);
-				/* One command in 8 is a (bounced) GET_ID */
-				if (!rng_below(&rng, 8)) {
-					slot_blk[i] = PS_GET_ID;
-					c->type = VIRTIO_BLK_T_GET_ID;
-					c->data_len = VIRTIO_BLK_ID_BYTES;
-				} else {
-					slot_blk[i] = rng_below(&rng, nblocks);
-					c->type = VIRTIO_BLK_T_IN;
-					c->sector = (base + slot_blk[i] * PS_BS) / SECTOR;
-					c->data_len = PS_BS;
-				}
-				busy[i] = true;
-				inflight++;
-			}
-			res = io_uring_submit(&r[ring].ring);
-			if (res < 0)
-				fail("pollshare %u: io_uring_submit: %s", idx, strerror(-res));
-		}
-		if (!inflight)
+		if (now_ms() <= deadline)
+			for (ring = 0; ring < 2; ring++)
+				ps_submit(&p, &r[ring], ring);
+		if (!p.inflight)
 			break;
-
 		/* Reap from both rings until something completed. */
-		while (!got) {
-			for (ring = 0; ring < 2; ring++) {
-				struct io_uring_cqe *cqe;
-
-				res = io_uring_get_events(&r[ring].ring);
-				if (res < 0 && res != -EINTR && res != -EAGAIN)
-					fail("pollshare %u: io_uring_enter: %s", idx,
-					     strerror(-res));
-				while (!io_uring_peek_cqe(&r[ring].ring, &cqe)) {
-					uint64_t slot = cqe->user_data;
-					uint64_t off;
-					long bad;
-
-					if (slot < ring * qd || slot >= (ring + 1) * qd ||
-					    !busy[slot])
-						fail("pollshare %u: ring %u got a CQE for slot %" PRIu64
-						     ", not one of its commands in flight",
-						     idx, ring, slot);
-					if (cqe->res)
-						fail("pollshare %u: polled read: %s", idx,
-						     errname(cqe->res));
-					if (slot_blk[slot] == PS_GET_ID) {
-						if (memcmp(buf + slot * PS_BS, id_ref,
-							   VIRTIO_BLK_ID_BYTES))
-							fail("pollshare %u: polled GET_ID did not return the disk's ID",
-							     idx);
-					} else {
-						off = base + slot_blk[slot] * PS_BS;
-						bad = pat_check(buf + slot * PS_BS, PS_BS,
-								seed, off);
-						if (bad >= 0)
-							fail("pollshare %u: block at %" PRIu64
-							     " has wrong data at byte %ld",
-							     idx, off, bad);
-					}
-					busy[slot] = false;
-					inflight--;
-					verified++;
-					got++;
-					io_uring_cqe_seen(&r[ring].ring, cqe);
-				}
-			}
-			if (!got && now_ms() - idle_since > WAIT_MS)
-				fail("pollshare %u: %u polled reads never completed",
-				     idx, inflight);
+		idle_since = now_ms();
+		while (!(ps_reap(&p, &r[0], 0) + ps_reap(&p, &r[1], 1))) {
+			if (now_ms() - idle_since > WAIT_MS)
+				fail("process %u: %u polled reads never completed",
+				     idx, p.inflight);
 		}
 	}
-	for (i = 0; i < 2; i++)
-		io_uring_queue_exit(&r[i].ring);
-	close(fd);
-	printf("pollshare: process %u: %lu polled reads verified\n", idx, verified);
-	if (!verified)
-		fail("pollshare %u: no read completed", idx);
+	for (ring = 0; ring < 2; ring++)
+		io_uring_queue_exit(&r[ring].ring);
+	close(p.fd);
+	printf("pollshare: process %u: %lu polled reads verified\n", idx, p.verified);
+	if (!p.verified)
+		fail("process %u: no read completed", idx);
 	exit(0);
 }
 
@@ -1487,7 +1494,7 @@ static int cmd_pollshare(const char *chr, unsigned int procs, unsigned int secon
 	for (i = 0; i < procs; i++) {
 		pid = fork();
 		if (pid < 0)
-			fail("pollshare: fork: %s", strerror(errno));
+			fail("fork: %s", strerror(errno));
 		if (!pid) {
 			cpu_set_t set;
 
@@ -1505,9 +1512,9 @@ static int cmd_pollshare(const char *chr, unsigned int procs, unsigned int secon
 			failed++;
 	}
 	if (skipped && !failed)
-		bail(EXIT_SKIP, "pollshare: %s cannot be checked", chr);
+		bail(EXIT_SKIP, "%s cannot be checked", chr);
 	if (failed)
-		fail("pollshare: %u of %u processes failed", failed, procs);
+		fail("%u of %u processes failed", failed, procs);
 	return 0;
 }
 
