@@ -38,8 +38,9 @@ tools: tools-$(K)
 demo: tools-perf
 	@scripts/demo.sh
 
+# QUICK=1 runs only the quick tests; TIMEOUT=S how long timed tests run.
 test: tools-debug
-	@scripts/test.sh $(T)
+	@QUICK=$(QUICK) TIMEOUT=$(TIMEOUT) scripts/test.sh $(T)
 
 bench: tools-perf
 	@scripts/bench.sh $(B)

@@ -5,6 +5,9 @@
 # test the guest never finished (it crashed or hung) as failed.
 #
 #   scripts/test.sh [group | group/NNN]...
+#
+# QUICK=1 runs only the quick tests (tests/run -q); TIMEOUT=SECONDS sets how
+# long the timed tests run (tests/run -t). make test passes both through.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -13,8 +16,16 @@ out=$RESULTS/tests/$flavor
 rm -rf "$out"
 mkdir -p "$out"
 
+# What these results were produced from (results/tests/<flavor>/provenance.json).
+scripts/provenance.sh "$flavor" > "$out/provenance.json"
+step "test: $(sed -n 's/.*"kernel_release": "\(.*\)",/\1/p' "$out/provenance.json"), project $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown)"
+
+args=()
+[ "${QUICK:-0}" = 1 ] && args+=(-q)
+[ -n "${TIMEOUT:-}" ] && args+=(-t "$TIMEOUT")
 rc=0
-vm/run -k "$flavor" -p test -t "${TEST_TIMEOUT:-2400}" -n "test-$flavor" -- tests/run "$@" || rc=$?
+vm/run -k "$flavor" -p test -t "${TEST_TIMEOUT:-3600}" -n "test-$flavor" -- \
+	tests/run "${args[@]}" "$@" || rc=$?
 
 [ -f "$out/plan.txt" ] || die "the guest never started the runner (exit $rc); see results/vm/test-$flavor/console.log"
 touch "$out/results.txt"
