@@ -179,7 +179,10 @@ run_case() {
 	trace_reset
 }
 
-qd1="-b4096 -d1 -s1 -c1 -B0 -F1 -R1"
+# --defer-taskrun 0: completions run as task_work (tctx_task_work), the
+# path breakdown.py's phase markers follow; iobench's default
+# DEFER_TASKRUN would run them inside io_uring_enter() instead.
+qd1="-b4096 -d1 -s1 -c1 -B0 -F1 -R1 --defer-taskrun 0"
 # One throw-away second first: the first second after boot runs at half speed.
 # shellcheck disable=SC2086
 "$IOBENCH" $qd1 -p0 -O1 -r1 "$VBLK_DEV" > /dev/null 2>&1

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What iobench.c and the engine-*.c files share: the options, a device,
+ * one IO as an engine sees it, and the ops table an engine implements.
+ *
+ * An engine is one kind of device: how to size it, how to turn an IO into
+ * an SQE (or a synchronous call, -S1) and how to judge its result. It lives
+ * in its own engine-<name>.c and is one entry of engines[] in iobench.c;
+ * the rest (rings, threads, offsets, verify, statistics) is common.
+ */
+#ifndef IOBENCH_H
+#define IOBENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <liburing.h>
+
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b)	((a) < (b) ? (a) : (b))
+
+/* Every option is a long so that one table can parse, print and dump them. */
+struct options {
+	long depth;
+	long sbatch;
+	long cbatch;
+	long bs;
+	long polled;
+	long fixedbufs;
+	long regfiles;
+	long odirect;
+	long nthreads;
+	long nop;
+	long track_lat;
+	long runtime;
+	long random;
+	long sync;
+	long regring;
+	long passthru;
+	long vectored;
+	long wpct;
+	long sqpoll;
+	long sqpoll_cpu;
+	long defer_taskrun;
+	long verify;
+	long nverify;
+	const char *json;
+};
+
+extern struct options opt;
+
+struct dev;
+
+/* One IO as handed to an engine's prep() or sync_io(). */
+struct io_req {
+	uint64_t off;			/* bytes */
+	uint32_t len;			/* bytes */
+	bool write;
+	void *buf;
+	const struct iovec *iov;	/* -V1: the one iovec of buf, else NULL */
+	int buf_index;			/* -B1: registered buffer, else -1 */
+	int fd;				/* the fd, or its index with -F1 */
+};
+
+struct engine_ops {
+	const char *name;
+	/*
+	 * Does this engine drive a file of this type? For a char device,
+	 * sysname and class are its name and class in sysfs ("" otherwise).
+	 * NULL: never picked by type (the -N1 engine).
+	 */
+	bool (*probe)(const struct stat *st, const char *sysname,
+		      const char *class);
+	/* Ring setup flags the engine's SQEs need (SQE128 for uring_cmd). */
+	unsigned int ring_flags;
+	/*
+	 * Fill d->size and, if IO must be aligned to an LBA, d->lba_shift;
+	 * anything else it needs goes into d->u. Dies with a message if the
+	 * device cannot be used. NULL: this build cannot drive the device.
+	 */
+	void (*setup)(struct dev *d);
+	/*
+	 * Fill the whole SQE (128 bytes with ring_flags SQE128) for io;
+	 * the caller adds IOSQE_FIXED_FILE and user_data afterwards.
+	 */
+	void (*prep)(const struct dev *d, struct io_uring_sqe *sqe,
+		     const struct io_req *io);
+	/* NULL if res (cqe->res or sync_io's) means success, else why not. */
+	const char *(*res_error)(const struct dev *d, int res, char *buf,
+				 size_t len);
+	/* -S1: do io synchronously, return as a CQE would. NULL: no -S1. */
+	int (*sync_io)(const struct dev *d, const struct io_req *io);
+};
+
+struct dev {
+	const char *path;
+	int fd;
+	uint64_t size;			/* bytes available for IO */
+	uint64_t nblocks;		/* size / bs */
+	unsigned int lba_shift;		/* log2(LBA size) if aligned IO, else 0 */
+	const struct engine_ops *engine;
+	union {
+		struct {
+			__u32 nsid;
+		} nvme;
+	} u;
+};
+
+extern const struct engine_ops engine_block;
+extern const struct engine_ops engine_nvme;
+extern const struct engine_ops engine_vblk;
+extern const struct engine_ops engine_nop;
+
+void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...);
+
+/* The common part of every IORING_OP_URING_CMD SQE; cmd_op and cmd are left 0. */
+void prep_uring_cmd(struct io_uring_sqe *sqe, const struct io_req *io);
+
+/* The cmd[] area of a 128-byte SQE: 80 bytes. */
+#define SQE_CMD_BYTES		80
+
+#endif
