@@ -15,7 +15,9 @@
 #
 # Needs the bench profile's null-co disk (the root is 9p, so virtio_blk can
 # be unloaded). Prints one line per run and module, then the medians, the
-# B/A ratio and in how many runs B was faster, per case.
+# B/A ratio and in how many runs B was faster, per case. A run's number is
+# iobench's mean IOPS over the run (its JSON "iops", as bench/report.py
+# uses), and the modules take turns as ABBA pairs (A B, then B A).
 set -euo pipefail
 
 REPO=${FASTPATH_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -52,9 +54,14 @@ load() {
 		{ echo "module-ab: no virtio-blk char device appeared with $1" >&2; exit 1; }
 }
 
-# Maximum IOPS of one iobench run, pinned to CPU 1 (the interrupt's CPU).
+# Mean IOPS of one iobench run, pinned to CPU 1 (the interrupt's CPU).
 iops() {
-	taskset -c 1 "$TOOLS/iobench" "$@" | sed -n 's/.*Maximum IOPS=\([0-9]*\).*/\1/p' | tail -n 1
+	local json
+	json=$(mktemp)
+	taskset -c 1 "$TOOLS/iobench" --json "$json" "$@" > /dev/null ||
+		{ echo "module-ab: iobench $* failed" >&2; rm -f "$json"; exit 1; }
+	python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["iops"]))' "$json"
+	rm -f "$json"
 }
 
 qd1="-b4096 -B0 -F1 -R1 -r$sec -d1 -s1 -c1"
@@ -72,7 +79,9 @@ case_args() {
 
 log=$(mktemp)
 for ((run = 1; run <= runs; run++)); do
-	for i in 0 1; do
+	order="0 1"
+	[ $((run % 2)) = 0 ] && order="1 0"
+	for i in $order; do
 		load "${mods[i]}"
 		line="run=$run mod=${labels[i]}"
 		for c in "${cases[@]}"; do

@@ -46,11 +46,24 @@ def read_setup(results, raw, scenario):
                 setup["devices"].append(val)
             else:
                 setup[key] = val
+    prov = os.path.join(raw, "provenance.json")
+    if os.path.exists(prov):
+        with open(prov) as f:
+            setup["provenance"] = json.load(f)
     qemu = os.path.join(results, "vm", f"bench-{scenario}", "qemu.cmdline")
     if os.path.exists(qemu):
         with open(qemu) as f:
             setup["qemu"] = f.read().strip()
     return setup
+
+
+def provenance_line(p):
+    if not p:
+        return "unknown (no provenance.json)"
+    return (f"project `{p['project_commit'][:12]}`"
+            f"{' (dirty tree)' if p['project_dirty'] else ''}, series "
+            f"`{p['series_hash'][:12]}`, kernel `{p['kernel_release']}`, "
+            f"{p['qemu_version']}")
 
 
 def plot(cases, path, title):
@@ -100,7 +113,8 @@ def main():
             cases.append(case)
 
     out = {"scenario": scenario, "description": setup.get("description"),
-           "setup": setup, "method": "baseline and feature interleaved in one boot; "
+           "setup": setup, "method": "baseline and feature interleaved in one boot "
+           "as ABBA pairs (odd runs baseline first, even runs feature first); "
            "median of the per-run mean IOPS; ratio = feature / baseline",
            "cases": cases}
     base_path = os.path.join(results, "bench", scenario)
@@ -110,7 +124,8 @@ def main():
     lines = [f"# {scenario}: {setup.get('description')}", "",
              "## Setup", "",
              f"- kernel: `{setup.get('kernel')}`, guest CPUs: {setup.get('cpus')}",
-             f"- runs per variant: {setup.get('runs')}, interleaved (A B A B ...)",
+             f"- runs per variant: {setup.get('runs')}, interleaved ABBA (A B, B A, ...)",
+             f"- from: {provenance_line(setup.get('provenance'))}",
              f"- devices: {'; '.join(setup['devices'])}",
              f"- QEMU: `{setup.get('qemu')}`", "",
              "## Results (median of runs)", "",

@@ -5,6 +5,7 @@
 #                              git tree (base = first commit) and git-am the series
 #   kernel.sh build FLAVOR     build kernel FLAVOR (perf|debug) into build/kernel-FLAVOR
 #   kernel.sh export [TOPIC]   write the commits in build/src/linux back to the series
+#   kernel.sh version          the suffix the kernel release gets (series hash)
 #
 # The source tree is yours to edit between prepare and export: prepare never
 # throws away commits or changes it did not make itself.
@@ -154,9 +155,27 @@ check_config() {
 	return $bad
 }
 
+# What the kernel release says about its source: "-s" and the first 12
+# digits of the series hash when build/src/linux is exactly the series,
+# "-local" and the tree's commit when it carries changes of its own, so a
+# result that records `uname -r` names the code that produced it.
+tree_version() {
+	local stamp_hash stamp_head
+	read -r stamp_hash stamp_head < "$STAMP" 2>/dev/null || true
+	if [ "${stamp_hash:-}" = "$(series_hash)" ] &&
+		[ "$(git -C "$SRC" rev-parse HEAD)" = "${stamp_head:-}" ] &&
+		[ -z "$(git -C "$SRC" status --porcelain --untracked-files=no)" ]; then
+		echo "-s${stamp_hash:0:12}"
+	else
+		echo "-local$(git -C "$SRC" rev-parse --short=12 HEAD)"
+	fi
+}
+
 kmake() {
-	# LOCALVERSION= keeps setlocalversion from appending "+" for the git tree.
-	make -C "$SRC" O="$OUT" -j"${JOBS:-3}" CC="ccache gcc" HOSTCC="ccache gcc" LOCALVERSION= "$@"
+	# An explicit LOCALVERSION also keeps setlocalversion from appending
+	# "+" for the git tree.
+	make -C "$SRC" O="$OUT" -j"${JOBS:-3}" CC="ccache gcc" HOSTCC="ccache gcc" \
+		LOCALVERSION="$TREE_VERSION" "$@"
 }
 
 cmd_build() {
@@ -164,6 +183,7 @@ cmd_build() {
 	[ -f "$REPO/kernel/configs/$flavor.config" ] || die "no kernel/configs/$flavor.config"
 	OUT=$BUILD/kernel-$flavor
 	mkdir -p "$OUT"
+	TREE_VERSION=$(tree_version)
 
 	export CCACHE_BASEDIR=$REPO CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
 	export KBUILD_BUILD_TIMESTAMP="$base_date" KBUILD_BUILD_USER=fastpath KBUILD_BUILD_HOST=fastpath
@@ -215,6 +235,7 @@ case "${1:-}" in
 prepare) cmd_prepare ;;
 build) shift; cmd_prepare; cmd_build "$@" ;;
 export) shift; cmd_export "$@" ;;
+version) tree_version ;;
 reset) cmd_reset ;;
 *) die "usage: kernel.sh prepare | build perf|debug | export [TOPIC] | reset" ;;
 esac

@@ -19,8 +19,11 @@ export CCACHE_BASEDIR=$REPO CCACHE_NOHASHDIR=1
 head=$(git -C "$SRC" rev-parse HEAD)
 trap 'git -C "$SRC" checkout -q "$head"' EXIT
 
+# The release string of the series head (kernel.sh version), so that the
+# build left behind is the one make kernel-perf would make.
+version=$("$REPO/scripts/kernel.sh" version)
 kmake() {
-	make -C "$SRC" O="$OUT" -j"${JOBS:-3}" CC="ccache gcc" LOCALVERSION= "$@"
+	make -C "$SRC" O="$OUT" -j"${JOBS:-3}" CC="ccache gcc" LOCALVERSION="$version" "$@"
 }
 
 # Warnings of sparse and W=1 for FILES (.c), without line numbers so that
