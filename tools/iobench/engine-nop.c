@@ -22,21 +22,9 @@ static void nop_prep(const struct dev *d, struct io_uring_sqe *sqe,
 	io_uring_prep_nop(sqe);
 }
 
-static const char *nop_res_error(const struct dev *d, int res, char *buf,
-				 size_t len)
-{
-	(void)d;
-	if (!res)
-		return NULL;
-	if (res < 0)
-		return strerror(-res);
-	snprintf(buf, len, "unexpected result %d", res);
-	return buf;
-}
-
 const struct engine_ops engine_nop = {
 	.name		= "nop",
 	.setup		= nop_setup,
 	.prep		= nop_prep,
-	.res_error	= nop_res_error,
+	.res_error	= res_error_zero_ok,
 };

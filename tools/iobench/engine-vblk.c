@@ -119,18 +119,6 @@ static void vblk_prep(const struct dev *d, struct io_uring_sqe *sqe,
 	}
 }
 
-/* res is 0 or a negative errno (the device status is mapped to one). */
-static const char *vblk_res_error(const struct dev *d, int res, char *buf,
-				  size_t len)
-{
-	(void)d;
-	if (!res)
-		return NULL;
-	if (res < 0)
-		return strerror(-res);
-	snprintf(buf, len, "unexpected result %d", res);
-	return buf;
-}
 #endif /* VIRTIO_BLK_URING_CMD_IO */
 
 const struct engine_ops engine_vblk = {
@@ -140,6 +128,7 @@ const struct engine_ops engine_vblk = {
 #ifdef VIRTIO_BLK_URING_CMD_IO
 	.setup		= vblk_setup,
 	.prep		= vblk_prep,
-	.res_error	= vblk_res_error,
+	/* the device status reaches us mapped to an errno */
+	.res_error	= res_error_zero_ok,
 #endif
 };

@@ -241,6 +241,18 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
+const char *res_error_zero_ok(const struct dev *d, int res, char *buf,
+			      size_t len)
+{
+	(void)d;
+	if (!res)
+		return NULL;
+	if (res < 0)
+		return strerror(-res);
+	snprintf(buf, len, "unexpected result %d", res);
+	return buf;
+}
+
 void prep_uring_cmd(struct io_uring_sqe *sqe, const struct io_req *io)
 {
 	/* The command runs into the second half of the 128-byte SQE. */

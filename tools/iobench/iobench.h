@@ -117,6 +117,9 @@ void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...);
 
 /* The common part of every IORING_OP_URING_CMD SQE; cmd_op and cmd are left 0. */
 void prep_uring_cmd(struct io_uring_sqe *sqe, const struct io_req *io);
+/* res_error for engines whose success is 0 and failure a negative errno. */
+const char *res_error_zero_ok(const struct dev *d, int res, char *buf,
+			      size_t len);
 
 /* The cmd[] area of a 128-byte SQE: 80 bytes. */
 #define SQE_CMD_BYTES		80
