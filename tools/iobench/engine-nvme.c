@@ -126,11 +126,8 @@ static void nvme_prep(const struct dev *d, struct io_uring_sqe *sqe,
 static const char *nvme_res_error(const struct dev *d, int res, char *buf,
 				  size_t len)
 {
-	(void)d;
-	if (!res)
-		return NULL;
-	if (res < 0)
-		return strerror(-res);
+	if (res <= 0)
+		return res_error_zero_ok(d, res, buf, len);
 	snprintf(buf, len, "NVMe status %#x (SCT %#x SC %#x)", res,
 		 (res >> 8) & 0x7, res & 0xff);
 	return buf;
