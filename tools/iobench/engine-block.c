@@ -69,21 +69,6 @@ static void block_prep(const struct dev *d, struct io_uring_sqe *sqe,
 		sqe->buf_index = (__u16)io->buf_index;
 }
 
-/* res is the byte count or a negative errno; only a full block is success. */
-static const char *block_res_error(const struct dev *d, int res, char *buf,
-				   size_t len)
-{
-	(void)d;
-	if (res < 0)
-		return strerror(-res);
-	if (res != opt.bs) {
-		snprintf(buf, len, "short transfer (%d of %ld bytes)", res,
-			 opt.bs);
-		return buf;
-	}
-	return NULL;
-}
-
 /* As t/io_uring -S1: RWF_HIPRI makes -p1 poll for the completion. */
 static int block_sync_io(const struct dev *d, const struct io_req *io)
 {
@@ -103,6 +88,6 @@ const struct engine_ops engine_block = {
 	.probe		= block_probe,
 	.setup		= block_setup,
 	.prep		= block_prep,
-	.res_error	= block_res_error,
+	.res_error	= res_error_full_block,
 	.sync_io	= block_sync_io,
 };

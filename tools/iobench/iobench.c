@@ -61,6 +61,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -116,6 +117,7 @@ struct options opt = {
 	.defer_taskrun	= 1,
 	.verify		= 0,
 	.nverify	= 256,
+	.copy		= COPY_NONE,
 };
 
 struct opt_desc {
@@ -164,6 +166,8 @@ static const struct opt_desc opt_table[] = {
 	    "t/io_uring's COOP_TASKRUN|SINGLE_ISSUER|DEFER_TASKRUN ring flags, 0 = none"),
 	OPT('L', "verify-blocks", nverify, 1, INT_MAX, "verify_blocks",
 	    "Blocks per device covered by -v"),
+	OPT(0, "copy", copy, 0, 3, "copy",
+	    "Copy workload on a block device (first half -> second half): 1 copy_file_range, 2 offload only, 3 pread+pwrite"),
 	{ 'v', "verify", true, 0, 1, offsetof(struct options, verify), "verify",
 	  "Verify the first -L blocks: write, read back, compare (overwrites data!)" },
 };
@@ -241,6 +245,21 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
+/* The byte count or a negative errno; only a full block is success. */
+const char *res_error_full_block(const struct dev *d, int res, char *buf,
+				 size_t len)
+{
+	(void)d;
+	if (res < 0)
+		return strerror(-res);
+	if (res != opt.bs) {
+		snprintf(buf, len, "short transfer (%d of %ld bytes)", res,
+			 opt.bs);
+		return buf;
+	}
+	return NULL;
+}
+
 const char *res_error_zero_ok(const struct dev *d, int res, char *buf,
 			      size_t len)
 {
@@ -303,6 +322,12 @@ static void pick_engine(struct dev *d, const struct stat *st)
 				     sizeof(class)))
 			class[0] = '\0';
 	}
+	if (opt.copy) {
+		if (!engine_copy.probe(st, name, class))
+			die("%s: --copy needs a block device (copy_file_range between two ranges of it)",
+			    d->path);
+		d->engine = &engine_copy;
+	}
 	for (i = 0; i < ARRAY_SIZE(engines) && !d->engine; i++)
 		if (engines[i]->probe(st, name, class))
 			d->engine = engines[i];
@@ -319,7 +344,7 @@ static void pick_engine(struct dev *d, const struct stat *st)
 
 static void open_dev(struct dev *d, const char *path)
 {
-	int flags = (opt.wpct || opt.verify) ? O_RDWR : O_RDONLY;
+	int flags = (opt.wpct || opt.verify || opt.copy) ? O_RDWR : O_RDONLY;
 	struct stat st;
 
 	d->path = path;
@@ -902,6 +927,14 @@ static void check_io(struct worker *w, unsigned int idx, int res)
 	size_t bad;
 
 	err = d->engine->res_error(d, res, buf, sizeof(buf));
+	if (err && opt.copy)
+		die("Copy error: %s copying offset %" PRIu64 " to %" PRIu64 " (%s %s)%s",
+		    err, s->off, s->off + d->u.copy.half, d->path,
+		    opt.copy == COPY_RW ? "pread+pwrite" : "copy_file_range",
+		    res == -EOPNOTSUPP && opt.copy == COPY_OFFLOAD_ONLY ?
+		    "; the device cannot offload this copy, see copy_max_bytes in /sys/block/<disk>/queue/" :
+		    res == -EINVAL && opt.copy != COPY_RW ?
+		    "; a kernel without copy_file_range on block devices?" : "");
 	if (err)
 		die("IO error: %s at offset %" PRIu64 " (%s %s)%s", err, s->off,
 		    s->write ? "write" : "read", d->path,
@@ -1111,8 +1144,52 @@ struct totals {
 	unsigned long ios, submitted, calls, wakeups;
 };
 
+/*
+ * CPU time over the run: this process's (fio's usr_cpu and sys_cpu) and
+ * the whole system's busy time from /proc/stat, which also counts the
+ * kernel threads a copy or a completion may run in (kblockd, softirqs).
+ */
+struct cpu_usage {
+	struct rusage self;
+	double busy_s;		/* system-wide, all CPUs; < 0: unknown */
+};
+
+static double proc_stat_busy_s(void)
+{
+	unsigned long long v[10] = { 0 }, busy = 0;
+	FILE *f = fopen("/proc/stat", "r");
+	int i, n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+		   &v[8], &v[9]);
+	fclose(f);
+	if (n < 5)
+		return -1;
+	/* all but idle (3) and iowait (4); guest time is inside user */
+	for (i = 0; i < 8 && i < n; i++)
+		if (i != 3 && i != 4)
+			busy += v[i];
+	return (double)busy / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void cpu_usage_read(struct cpu_usage *c)
+{
+	getrusage(RUSAGE_SELF, &c->self);
+	c->busy_s = proc_stat_busy_s();
+}
+
+static double tv_s(const struct timeval *tv)
+{
+	return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
+}
+
 struct result {
 	double runtime_s;
+	double usr_s, sys_s;	/* this process */
+	double busy_s;		/* the system, < 0: unknown */
 	struct totals t;
 	unsigned long iops, iops_max;
 	unsigned long *samples;
@@ -1152,7 +1229,8 @@ static void print_setup(const struct worker *w)
 	printf("polled=%ld, fixedbufs=%ld, register_files=%ld, buffered=%d, QD=%ld\n",
 	       opt.polled, opt.fixedbufs, opt.regfiles, !opt.odirect, opt.depth);
 	if (opt.sync)
-		printf("Engine=preadv2\n");
+		printf("Engine=%s\n", opt.copy == COPY_RW ? "pread+pwrite" :
+		       opt.copy ? "copy_file_range" : "preadv2");
 	else
 		printf("Engine=io_uring, sq_ring=%u, cq_ring=%u, flags=%s, register_ring=%d\n",
 		       w[0].ring.sq.ring_entries, w[0].ring.cq.ring_entries,
@@ -1280,13 +1358,20 @@ static void sample_loop(struct worker *w, struct result *r, uint64_t start)
 	}
 }
 
-static void collect(struct worker *w, struct result *r, uint64_t start)
+static void collect(struct worker *w, struct result *r, uint64_t start,
+		    const struct cpu_usage *cpu0)
 {
+	struct cpu_usage cpu1;
 	long i;
 
 	for (i = 0; i < opt.nthreads; i++)
 		pthread_join(w[i].thread, NULL);
 	r->runtime_s = (double)(now_ns() - start) / 1e9;
+	cpu_usage_read(&cpu1);
+	r->usr_s = tv_s(&cpu1.self.ru_utime) - tv_s(&cpu0->self.ru_utime);
+	r->sys_s = tv_s(&cpu1.self.ru_stime) - tv_s(&cpu0->self.ru_stime);
+	r->busy_s = cpu0->busy_s < 0 || cpu1.busy_s < 0 ? -1 :
+		    cpu1.busy_s - cpu0->busy_s;
 	r->t = read_totals(w);
 	r->iops = r->runtime_s > 0 ?
 		  (unsigned long)((double)r->t.ios / r->runtime_s) : 0;
@@ -1336,7 +1421,10 @@ static void write_json(FILE *f, const struct worker *w, const struct result *r)
 		fprintf(f, "%s\"%s\": %ld", i ? ", " : "", opt_table[i].key,
 			*opt_field(&opt_table[i]));
 	fputs("},\n", f);
-	if (opt.sync)
+	if (opt.copy)
+		fprintf(f, "  \"engine\": \"%s\",\n", opt.copy == COPY_RW ?
+			"pread+pwrite" : "copy_file_range");
+	else if (opt.sync)
 		fputs("  \"engine\": \"preadv2\",\n", f);
 	else
 		fprintf(f, "  \"engine\": \"io_uring\",\n"
@@ -1349,6 +1437,12 @@ static void write_json(FILE *f, const struct worker *w, const struct result *r)
 	fprintf(f, "  \"iops\": %lu,\n", r->iops);
 	fprintf(f, "  \"iops_max\": %lu,\n", r->iops_max);
 	fprintf(f, "  \"bw_bytes\": %" PRIu64 ",\n", bw);
+	/* fio's names and units: percent of the runtime */
+	fprintf(f, "  \"usr_cpu\": %.2f,\n  \"sys_cpu\": %.2f,\n",
+		r->runtime_s > 0 ? 100.0 * r->usr_s / r->runtime_s : 0.0,
+		r->runtime_s > 0 ? 100.0 * r->sys_s / r->runtime_s : 0.0);
+	if (r->busy_s >= 0)
+		fprintf(f, "  \"system_cpu_busy_s\": %.3f,\n", r->busy_s);
 	fprintf(f, "  \"calls\": %lu,\n", r->t.calls);
 	fprintf(f, "  \"sqpoll_wakeups\": %lu,\n", r->t.wakeups);
 	fprintf(f, "  \"ios_per_submit_call\": %.2f,\n",
@@ -1369,6 +1463,11 @@ static void write_json(FILE *f, const struct worker *w, const struct result *r)
 static void print_summary(const struct result *r)
 {
 	printf("Maximum IOPS=%lu\n", r->iops_max);
+	if (opt.copy)
+		printf("Copied=%.1f MiB/s, CPU (system, all CPUs)=%.2f s per GiB\n",
+		       (double)r->iops * (double)opt.bs / (1 << 20),
+		       r->busy_s >= 0 && r->t.ios ?
+		       r->busy_s / ((double)r->t.ios * (double)opt.bs / (1 << 30)) : -1.0);
 	if (r->lat)
 		printf("Latency (usec): mean=%.1f p50=%.1f p99=%.1f max=%.1f\n",
 		       lat_mean(r->lat) / 1e3,
@@ -1506,6 +1605,18 @@ static void check_options(void)
 		/* As t/io_uring: NOPs are not polled and use no buffer or file. */
 		opt.polled = opt.fixedbufs = opt.regfiles = 0;
 	}
+	if (opt.copy) {
+		if (opt.nop || opt.passthru)
+			die("--copy cannot be combined with -N1 or -u1: it copies within a block device");
+		if (opt.verify || opt.wpct)
+			die("--copy cannot be combined with -v or -w: the copy tests (tests/copy) check copied data");
+		if (given(&opt.depth) && opt.depth > 1)
+			die("--copy: copy_file_range has no io_uring opcode, copies are synchronous; use -n N for N copies at once, not -d");
+		if (given(&opt.sync) && !opt.sync)
+			die("--copy needs -S1: copies are synchronous");
+		opt.sync = 1;
+		opt.polled = 0;
+	}
 	if (opt.sync) {
 		if (opt.sqpoll)
 			die("-Q1 (SQPOLL) cannot be combined with -S1: sync IO uses no ring");
@@ -1557,6 +1668,7 @@ static void parse_options(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	struct cpu_usage cpu0;
 	struct result res;
 	struct worker *w;
 	FILE *json = NULL;
@@ -1575,9 +1687,10 @@ int main(int argc, char **argv)
 	memset(&res, 0, sizeof(res));
 	w = start_workers();
 	start = now_ns();
+	cpu_usage_read(&cpu0);
 	sample_loop(w, &res, start);
 	request_stop();
-	collect(w, &res, start);
+	collect(w, &res, start, &cpu0);
 
 	print_summary(&res);
 	if (json) {

@@ -46,10 +46,19 @@ struct options {
 	long defer_taskrun;
 	long verify;
 	long nverify;
+	long copy;
 	const char *json;
 };
 
 extern struct options opt;
+
+/* --copy: how engine-copy.c copies a block */
+enum copy_mode {
+	COPY_NONE,
+	COPY_CFR,		/* copy_file_range(2), offloaded or emulated */
+	COPY_OFFLOAD_ONLY,	/* copy_file_range(2), COPY_FILE_OFFLOAD_ONLY */
+	COPY_RW,		/* pread + pwrite in userspace */
+};
 
 struct dev;
 
@@ -105,6 +114,9 @@ struct dev {
 		struct {
 			__u32 nsid;
 		} nvme;
+		struct {
+			uint64_t half;	/* destination = source + half */
+		} copy;
 	} u;
 };
 
@@ -112,11 +124,15 @@ extern const struct engine_ops engine_block;
 extern const struct engine_ops engine_nvme;
 extern const struct engine_ops engine_vblk;
 extern const struct engine_ops engine_nop;
+extern const struct engine_ops engine_copy;
 
 void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...);
 
 /* The common part of every IORING_OP_URING_CMD SQE; cmd_op and cmd are left 0. */
 void prep_uring_cmd(struct io_uring_sqe *sqe, const struct io_req *io);
+/* res_error for engines whose success is -b bytes, failure a negative errno. */
+const char *res_error_full_block(const struct dev *d, int res, char *buf,
+				 size_t len);
 /* res_error for engines whose success is 0 and failure a negative errno. */
 const char *res_error_zero_ok(const struct dev *d, int res, char *buf,
 			      size_t len);
