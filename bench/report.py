@@ -30,6 +30,16 @@ def summarize(cmd, runs):
     iops = [r["iops"] for r in runs]
     out = {"command": cmd, "runs": len(runs), "iops": iops,
            "iops_median": statistics.median(iops)}
+    mib = [r["bw_bytes"] / 2**20 for r in runs if "bw_bytes" in r]
+    if mib:
+        out["mib_s"] = mib
+        out["mib_s_median"] = statistics.median(mib)
+    # guest CPU busy time (all CPUs) per GiB moved, when iobench measured it
+    cpu = [r["system_cpu_busy_s"] / (r["ios"] * r["options"]["bs"] / 2**30)
+           for r in runs if "system_cpu_busy_s" in r and r["ios"]]
+    if cpu:
+        out["cpu_s_per_gib"] = cpu
+        out["cpu_s_per_gib_median"] = statistics.median(cpu)
     lat = [r["lat_ns"]["mean"] / 1000.0 for r in runs if "lat_ns" in r]
     if lat:
         out["lat_mean_us"] = lat
@@ -127,6 +137,7 @@ def main():
              f"- runs per variant: {setup.get('runs')}, interleaved ABBA (A B, B A, ...)",
              f"- from: {provenance_line(setup.get('provenance'))}",
              f"- devices: {'; '.join(setup['devices'])}",
+             *([f"- note: {setup['note']}"] if setup.get("note") else []),
              f"- QEMU: `{setup.get('qemu')}`", "",
              "## Results (median of runs)", "",
              "| case | baseline IOPS | feature IOPS | ratio | baseline lat (us) | feature lat (us) |",
@@ -137,6 +148,17 @@ def main():
         lat_f = f"{f_['lat_mean_us_median']:.1f}" if "lat_mean_us_median" in f_ else "-"
         lines.append(f"| {c['name']} | {b['iops_median']:.0f} | {f_['iops_median']:.0f} | "
                      f"{c['ratio']:.2f}x | {lat_b} | {lat_f} |")
+    if all("cpu_s_per_gib_median" in c[v] for c in cases for v in ("baseline", "feature")):
+        lines += ["", "## Throughput and guest CPU per GiB (median of runs)", "",
+                  "| case | baseline MiB/s | feature MiB/s | ratio | baseline CPU s/GiB | "
+                  "feature CPU s/GiB | CPU ratio |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for c in cases:
+            b, f_ = c["baseline"], c["feature"]
+            lines.append(f"| {c['name']} | {b['mib_s_median']:.1f} | {f_['mib_s_median']:.1f} | "
+                         f"{f_['mib_s_median'] / b['mib_s_median']:.2f}x | "
+                         f"{b['cpu_s_per_gib_median']:.2f} | {f_['cpu_s_per_gib_median']:.2f} | "
+                         f"{f_['cpu_s_per_gib_median'] / b['cpu_s_per_gib_median']:.2f}x |")
     lines += ["", "## Commands", ""]
     for c in cases:
         lines += [f"- {c['name']} baseline: `{c['baseline']['command']}`",

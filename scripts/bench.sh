@@ -1,6 +1,6 @@
 #!/bin/bash
 # make bench B=NAME: one boot of the perf kernel with the bench profile
-# (null-co backends), bench/run NAME inside it, bench/report.py on the host.
+# (null-co backends; a scenario's VM_PROFILE= line may name another), bench/run NAME inside it, bench/report.py on the host.
 # RUNS=N runs per variant (5); ICOUNT=SHIFT for QEMU icount mode (vm/run -I).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -22,7 +22,9 @@ name=$scenario${ICOUNT:+-icount}
 # What the numbers come from, taken on the host before the boot: bench/run
 # keeps it with the raw runs, report.py puts it in the setup block.
 provenance=$(scripts/provenance.sh perf)
-vm/run -k perf -p bench -t "${BENCH_TIMEOUT:-3600}" -n "bench-$name" ${ICOUNT:+-I "$ICOUNT"} -- \
+# A scenario that needs other backing stores names its vm/run profile.
+profile=$(sed -n 's/^VM_PROFILE=\([a-z-]*\).*/\1/p' "$REPO/bench/scenarios/$scenario.sh")
+vm/run -k perf -p "${profile:-bench}" -t "${BENCH_TIMEOUT:-3600}" -n "bench-$name" ${ICOUNT:+-I "$ICOUNT"} -- \
 	RUNS="${RUNS:-5}" bench/run "$scenario" "$name"
 printf '%s\n' "$provenance" > "$RESULTS/bench/raw/$name/provenance.json"
 step "bench: report"
