@@ -98,28 +98,33 @@ static void usage(FILE *f)
 		prog, MAX_SRCS);
 }
 
-static void __attribute__((format(printf, 1, 2))) fail(const char *fmt, ...)
+/* "blkcopy: <message>", a hint for usage errors, and exit with @code. */
+static void __attribute__((noreturn, format(printf, 2, 0)))
+vdie(int code, const char *fmt, va_list ap)
 {
-	va_list ap;
-
 	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
+	if (code == 2)
+		fprintf(stderr, "\nTry '%s --help'.\n", prog);
+	else
+		fputc('\n', stderr);
+	exit(code);
 }
 
-static void __attribute__((format(printf, 1, 2))) bad_usage(const char *fmt, ...)
+static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(2);
+	vdie(1, fmt, ap);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2))) bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vdie(2, fmt, ap);
 }
 
 /* A size with dd's units; false if it is not one. */
