@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <linux/virtio_blk.h>
+#if __has_include(<linux/virtio_blk_uring.h>)
+#include <linux/virtio_blk_uring.h>
+#endif
 
 #include "iobench.h"
 

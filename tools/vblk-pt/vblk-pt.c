@@ -64,6 +64,9 @@
 #include <sys/wait.h>
 #include <sched.h>
 #include <linux/virtio_blk.h>
+#if __has_include(<linux/virtio_blk_uring.h>)
+#include <linux/virtio_blk_uring.h>
+#endif
 #include <liburing.h>
 
 #include "rng.h"
@@ -863,12 +866,20 @@ static void fuzz_build(struct io_uring_sqe *sqe, struct fuzz_env *e,
 		expect_set(fc, "bad flags", -EINVAL, -EINVAL, -EINVAL);
 		break;
 	case 3:		/* reserved fields */
-		c->rsvd[rng_below(rng, 2)] = rng_next(rng) | 1;
+		if (rng_below(rng, 2))
+			c->rsvd1 = (__u32)rng_next(rng) | 1;
+		else
+			c->rsvd2 = rng_next(rng) | 1;
 		expect_set(fc, "reserved bits", -EINVAL, -EINVAL, -EINVAL);
 		break;
-	case 4:		/* zero length */
-		c->data_len = 0;
-		expect_set(fc, "zero length", -EINVAL, -EINVAL, -EINVAL);
+	case 4:		/* zero length, or a 64-bit length whose low half is valid */
+		if (rng_next(rng) & 1) {
+			c->data_len = 0;
+			expect_set(fc, "zero length", -EINVAL, -EINVAL, -EINVAL);
+		} else {
+			c->data_len |= (__u64)(1 + rng_below(rng, 0xffff)) << 32;
+			expect_set(fc, "length above 4 GiB", -EINVAL, -EFAULT, -EINVAL);
+		}
 		break;
 	case 5:		/* longer than the disk or max_hw_sectors, up to 4 GiB - 1 */
 		c->data_len = UINT32_MAX;
@@ -1037,15 +1048,21 @@ static void fuzz_build(struct io_uring_sqe *sqe, struct fuzz_env *e,
 		}
 		break;
 	case 23:	/* fixed with the vectored op */
-		if (nbufs == 0)
-			break;
 		sqe->uring_cmd_flags = IORING_URING_CMD_FIXED;
 		sqe->buf_index = (__u16)slot;
 		sqe->cmd_op = VIRTIO_BLK_URING_CMD_IO_VEC;
 		iov[0] = (struct iovec){ buf, 4096 };
 		c->data = (uintptr_t)iov;
 		c->data_len = 1;
-		expect_set(fc, "fixed + vectored", -EINVAL, -EINVAL, -EINVAL);
+		/*
+		 * The documented precedence: without registered buffers
+		 * io_uring refuses the index (-EFAULT) before the driver
+		 * sees the shape error (-EINVAL).
+		 */
+		if (nbufs == 0)
+			expect_set(fc, "fixed + vectored, no buffers", -EFAULT, -EFAULT, -EFAULT);
+		else
+			expect_set(fc, "fixed + vectored", -EINVAL, -EINVAL, -EINVAL);
 		break;
 	case 24:	/* invalid ioprio */
 		r = rng_below(rng, 3);
@@ -1093,10 +1110,11 @@ static void fuzz_report(const struct fuzz_case *fc, unsigned long nr,
 	const struct virtio_blk_uring_cmd *c = &fc->cmd;
 
 	fprintf(stderr, "fuzz: command %lu (%s, ring %u): %s; cmd_op %#x%s type %u"
-		" ioprio %#x sector %#llx data %#llx data_len %#x flags %#x\n",
+		" ioprio %#x sector %#llx data %#llx data_len %#llx flags %#x\n",
 		nr, fc->what, ring, verdict, fc->cmd_op, fc->fixed ? " fixed" : "",
 		c->type, c->ioprio, (unsigned long long)c->sector,
-		(unsigned long long)c->data, c->data_len, c->flags);
+		(unsigned long long)c->data, (unsigned long long)c->data_len,
+		c->flags);
 }
 
 /* vring_run(), but a command that never completes is named. */
@@ -1600,6 +1618,178 @@ static int cmd_openclose(const char *chr, unsigned long n)
 /* main                                                               */
 /* ------------------------------------------------------------------ */
 
+/* io-wq workers of this process right now (threads named iou-wrk-*). */
+static unsigned int iowq_workers(void)
+{
+	unsigned int n = 0;
+	struct dirent *de;
+	DIR *d = opendir("/proc/self/task");
+	char path[300], comm[32];
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "iou-wrk", 7))
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * sqreuse: a batch of @qd reads, each of its own block into its own
+ * buffer, on a disk whose queue takes far fewer (the caller lowers
+ * queue/nr_requests).  The driver refuses the commands it has no tag for
+ * with -EAGAIN, and io_uring issues them again from io-wq.  As soon as
+ * io_uring_enter() returns, every SQ slot is rewritten with a read of
+ * another block into a scratch buffer, as an application reusing its
+ * slots may do.  A retry that read the ring's slot rather than io_uring's
+ * copy of the SQE would carry out the rewritten command, and its own
+ * buffer would keep the poison.  The blocks are written first, through
+ * the block device @blk, with a pattern of their offsets.
+ */
+static int cmd_sqreuse(const char *chr, const char *blk, unsigned int qd,
+		       unsigned int rounds, uint64_t base)
+{
+	const size_t bs = 4096;
+	const uint64_t seed = 0x73717275ULL, decoy_seed = 0x6465636fULL;
+	uint64_t decoy = base + (uint64_t)rounds * qd * bs;
+	unsigned char *bufs = xalloc(qd * bs), *scratch = xalloc(qd * bs);
+	unsigned int round, i, bad = 0, workers = 0, w;
+	int *res = calloc(qd, sizeof(*res));
+	struct io_uring_sqe *sqes;
+	int fd, bfd, ret;
+	struct vring r;
+
+	if (!res)
+		fail("out of memory");
+	bfd = open_or_die(blk, O_RDWR | O_DIRECT);
+	for (round = 0; round <= rounds; round++) {
+		uint64_t off = base + (uint64_t)round * qd * bs;
+
+		pat_fill(bufs, qd * bs, round < rounds ? seed : decoy_seed, off);
+		pwrite_all(bfd, bufs, qd * bs, off);
+	}
+	close(bfd);
+
+	fd = open_or_die(chr, O_RDONLY);
+	vring_init_or_die(&r, qd, IORING_SETUP_SQE128);
+	sqes = r.ring.sq.sqes;
+	for (round = 0; round < rounds; round++) {
+		uint64_t off = base + (uint64_t)round * qd * bs;
+
+		memset(bufs, 0xa5, qd * bs);
+		for (i = 0; i < qd; i++) {
+			struct io_uring_sqe *sqe = cmd_sqe(&r, fd, VIRTIO_BLK_URING_CMD_IO, i);
+			struct virtio_blk_uring_cmd *c = sqe_cmd(sqe);
+
+			c->type = VIRTIO_BLK_T_IN;
+			c->sector = (off + i * bs) / SECTOR;
+			c->data = (uintptr_t)(bufs + i * bs);
+			c->data_len = bs;
+		}
+		ret = io_uring_submit(&r.ring);
+		if (ret != (int)qd)
+			fail("sqreuse: io_uring_submit: %s",
+			     ret < 0 ? strerror(-ret) : "short submit");
+		/* The slots are the application's again: reuse them. */
+		for (i = 0; i < qd; i++) {
+			struct virtio_blk_uring_cmd *c = sqe_cmd(&sqes[i << 1]);
+
+			c->sector = (decoy + i * bs) / SECTOR;
+			c->data = (uintptr_t)(scratch + i * bs);
+		}
+		w = iowq_workers();
+		workers = w > workers ? w : workers;
+		for (i = 0; i < qd; i++) {
+			struct io_uring_cqe *cqe;
+
+			ret = vring_wait(&r, &cqe, WAIT_MS);
+			if (ret)
+				fail("sqreuse: round %u: %u of %u commands never completed",
+				     round, qd - i, qd);
+			if (cqe->user_data < qd)
+				res[cqe->user_data] = cqe->res;
+			io_uring_cqe_seen(&r.ring, cqe);
+		}
+		for (i = 0; i < qd; i++) {
+			if (res[i])
+				fail("sqreuse: round %u command %u: %s", round, i,
+				     errname(res[i]));
+			if (pat_check(bufs + i * bs, bs, seed, off + i * bs) < 0)
+				continue;
+			if (bad++ < 5)
+				fprintf(stderr, "sqreuse: round %u command %u (offset %" PRIu64
+					"): its buffer does not hold its block%s\n", round, i,
+					off + i * bs,
+					pat_check(scratch + i * bs, bs, seed, off + i * bs) < 0 ?
+					" (the scratch buffer does: the retry ran the rewritten command"
+					" with the original address, or the reverse)" : "");
+		}
+		w = iowq_workers();
+		workers = w > workers ? w : workers;
+	}
+	io_uring_queue_exit(&r.ring);
+	close(fd);
+	fprintf(stderr, "sqreuse: %u rounds of %u commands, %u io-wq workers seen, %u wrong buffers\n",
+		rounds, qd, workers, bad);
+	if (!workers)
+		fail("sqreuse: no command was retried from io-wq: is queue/nr_requests well below --qd?");
+	free(res);
+	free(bufs);
+	free(scratch);
+	return bad ? EXIT_FAIL : EXIT_PASS;
+}
+
+/*
+ * badbuf: @n passthrough reads of 64 KiB (16 pages, more than the 8 a
+ * mapping keeps on the stack, so the kernel allocates a page array) into
+ * a buffer whose first page is unmapped.  Pinning fails at once; each
+ * read must end with -EFAULT, and under kmemleak no page array may be
+ * left behind.
+ */
+static int cmd_badbuf(const char *chr, unsigned long n, uint64_t off)
+{
+	const size_t len = 64 << 10, pg = 4096;
+	struct virtio_blk_uring_cmd c = {
+		.type = VIRTIO_BLK_T_IN, .sector = off / SECTOR, .data_len = len,
+	};
+	unsigned char *map;
+	unsigned long i;
+	struct vring r;
+	int fd, res;
+
+	map = mmap(NULL, len + pg, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
+		fail("badbuf: mmap: %s", strerror(errno));
+	if (munmap(map, pg))
+		fail("badbuf: munmap: %s", strerror(errno));
+	c.data = (uintptr_t)map;
+	fd = open_or_die(chr, O_RDONLY);
+	vring_init_or_die(&r, 8, IORING_SETUP_SQE128);
+	for (i = 0; i < n; i++) {
+		res = run_one(&r, fd, VIRTIO_BLK_URING_CMD_IO, &c);
+		if (res != -EFAULT)
+			fail("badbuf: read %lu into a buffer with an unmapped first page: %s, expected EFAULT",
+			     i, errname(res));
+	}
+	io_uring_queue_exit(&r.ring);
+	close(fd);
+	munmap(map + pg, len);
+	fprintf(stderr, "badbuf: %lu reads, each EFAULT\n", n);
+	return EXIT_PASS;
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
@@ -1612,7 +1802,9 @@ static void usage(void)
 		"       vblk-pt stress CHAR [--polled] [--seconds S] [--qd Q] [--write] [--offset O]\n"
 		"       vblk-pt pollshare CHAR [-n PROCS] [--seconds S] [--qd Q] [--offset O]\n"
 		"       vblk-pt put CHAR FILE [--offset O] [--len L] [--mode M]\n"
-		"       vblk-pt openclose CHAR [-n N]\n");
+		"       vblk-pt openclose CHAR [-n N]\n"
+		"       vblk-pt sqreuse CHAR BLK [--qd Q] [--count ROUNDS] [--offset O]\n"
+		"       vblk-pt badbuf CHAR [-n N] [--offset O]\n");
 	exit(EXIT_USAGE);
 }
 
@@ -1725,6 +1917,12 @@ int main(int argc, char **argv)
 		ret = cmd_put(chr, blk, strcmp(mode, "all") ? mode : "plain", off, len);
 	} else if (!strcmp(sub, "openclose")) {
 		ret = cmd_openclose(chr, n ? n : 1000);
+	} else if (!strcmp(sub, "badbuf")) {
+		ret = cmd_badbuf(chr, n ? n : 64, off);
+	} else if (!strcmp(sub, "sqreuse")) {
+		if (!blk || !qd || qd > 256 || !count || count > 64 || off % 4096)
+			bail(EXIT_USAGE, "sqreuse: CHAR BLK, --qd 1..256, --count 1..64, --offset 4k aligned");
+		ret = cmd_sqreuse(chr, blk, (unsigned int)qd, (unsigned int)count, off);
 	} else {
 		usage();
 	}
