@@ -22,6 +22,11 @@ name=$scenario${ICOUNT:+-icount}
 # What the numbers come from, taken on the host before the boot: bench/run
 # keeps it with the raw runs, report.py puts it in the setup block.
 provenance=$(scripts/provenance.sh perf)
+# A scenario with host-side preparation (installing a peer tool) has it in
+# bench/scenarios/NAME.host, run here, before the boot.
+if [ -x "$REPO/bench/scenarios/$scenario.host" ]; then
+	"$REPO/bench/scenarios/$scenario.host" || die "bench: $scenario.host failed"
+fi
 # A scenario that needs other backing stores names its vm/run profile.
 profile=$(sed -n 's/^VM_PROFILE=\([a-z-]*\).*/\1/p' "$REPO/bench/scenarios/$scenario.sh")
 vm/run -k perf -p "${profile:-bench}" -t "${BENCH_TIMEOUT:-3600}" -n "bench-$name" ${ICOUNT:+-I "$ICOUNT"} -- \

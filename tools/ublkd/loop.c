@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * loop target: a file or block device through io_uring, on the queue's
+ * own ring.
+ *
+ *   -f|--file PATH  the backing file or block device (required)
+ *   --size SIZE     create or resize a regular file to SIZE first
+ *   --buffered      no O_DIRECT (it is used whenever the backing allows)
+ *
+ * FLUSH is fdatasync, FUA a RWF_DSYNC write, DISCARD punches a hole,
+ * WRITE_ZEROES zeroes the range (a hole where ZERO_RANGE is unsupported).
+ * The device advertises a volatile cache and FUA, as both are implemented.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+
+#include "ublkd.h"
+
+enum { OPT_FILE = 256, OPT_SIZE, OPT_BUFFERED };
+
+struct loop_tgt {
+	const char *path;
+	uint64_t size;
+	bool buffered;
+	bool direct;
+	int fd;
+};
+
+/* Per queue: how far each tag's request got (short reads and writes). */
+struct loop_queue {
+	uint32_t *done;
+};
+
+static const struct option loop_opts[] = {
+	{ "file", required_argument, NULL, OPT_FILE },
+	{ "size", required_argument, NULL, OPT_SIZE },
+	{ "buffered", no_argument, NULL, OPT_BUFFERED },
+	{ NULL, 0, NULL, 0 },
+};
+
+static struct loop_tgt *loop_of(struct ublkd_dev *dev)
+{
+	if (!dev->tgt)
+		dev->tgt = calloc(1, sizeof(struct loop_tgt));
+	return dev->tgt;
+}
+
+static int loop_opt(struct ublkd_dev *dev, int val, const char *arg)
+{
+	struct loop_tgt *t = loop_of(dev);
+
+	switch (val) {
+	case 'f':
+	case OPT_FILE:
+		t->path = arg;
+		return 0;
+	case OPT_SIZE:
+		return ublkd_parse_size(arg, &t->size) || !t->size ? -EINVAL : 0;
+	case OPT_BUFFERED:
+		t->buffered = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int loop_init(struct ublkd_dev *dev)
+{
+	struct loop_tgt *t = loop_of(dev);
+	struct ublk_param_discard *d = &dev->params.discard;
+	int flags = O_RDWR | O_CLOEXEC;
+	struct stat st;
+
+	if (!t->path) {
+		ublkd_log("loop: needs --file PATH\n");
+		return -EINVAL;
+	}
+	if (t->size)
+		flags |= O_CREAT;
+	t->fd = -1;
+	if (!t->buffered) {
+		t->fd = open(t->path, flags | O_DIRECT, 0644);
+		t->direct = t->fd >= 0;
+	}
+	if (t->fd < 0)
+		t->fd = open(t->path, flags, 0644);
+	if (t->fd < 0) {
+		ublkd_log("loop: opening %s: %s\n", t->path, strerror(errno));
+		return -errno;
+	}
+	if (fstat(t->fd, &st)) {
+		ublkd_log("loop: stat %s: %s\n", t->path, strerror(errno));
+		return -errno;
+	}
+	if (S_ISBLK(st.st_mode)) {
+		if (ioctl(t->fd, BLKGETSIZE64, &dev->size)) {
+			ublkd_log("loop: size of %s: %s\n", t->path, strerror(errno));
+			return -errno;
+		}
+	} else if (S_ISREG(st.st_mode)) {
+		if (t->size && ftruncate(t->fd, t->size)) {
+			ublkd_log("loop: resizing %s: %s\n", t->path, strerror(errno));
+			return -errno;
+		}
+		dev->size = t->size ? t->size : (uint64_t)st.st_size;
+	} else {
+		ublkd_log("loop: %s is neither a regular file nor a block device\n",
+			  t->path);
+		return -EINVAL;
+	}
+	dev->size &= ~511ULL;
+	if (!dev->size) {
+		ublkd_log("loop: %s is empty (give --size)\n", t->path);
+		return -EINVAL;
+	}
+	dev->params.basic.attrs = UBLK_ATTR_VOLATILE_CACHE | UBLK_ATTR_FUA;
+	dev->params.types |= UBLK_PARAM_TYPE_DISCARD;
+	d->discard_granularity = 4096;
+	d->max_discard_sectors = UINT32_MAX >> 9;
+	d->max_write_zeroes_sectors = UINT32_MAX >> 9;
+	d->max_discard_segments = 1;
+	snprintf(dev->tgt_desc, sizeof(dev->tgt_desc), "%s", t->path);
+	return 0;
+}
+
+static int loop_init_queue(struct ublkd_queue *q)
+{
+	struct loop_queue *lq = calloc(1, sizeof(*lq));
+
+	if (!lq)
+		return -ENOMEM;
+	lq->done = calloc(q->depth, sizeof(*lq->done));
+	if (!lq->done)
+		return -ENOMEM;
+	q->tgt = lq;
+	return 0;
+}
+
+static void loop_deinit_queue(struct ublkd_queue *q)
+{
+	struct loop_queue *lq = q->tgt;
+
+	if (lq)
+		free(lq->done);
+	free(lq);
+}
+
+enum { LOOP_RW, LOOP_FSYNC, LOOP_PUNCH, LOOP_ZERO };
+
+/* Submit (the rest of) request @tag. */
+static void loop_submit(struct ublkd_queue *q, int tag, int kind)
+{
+	struct loop_tgt *t = q->dev->tgt;
+	struct loop_queue *lq = q->tgt;
+	const struct ublksrv_io_desc *iod = &q->iods[tag];
+	struct io_uring_sqe *sqe = ublkd_get_sqe(q);
+	uint32_t done = lq->done[tag], len = iod_len(iod);
+	char *buf = q->ios[tag].buf;
+
+	switch (kind) {
+	case LOOP_RW:
+		if (iod_op(iod) == UBLK_IO_OP_READ) {
+			io_uring_prep_read(sqe, t->fd, buf + done, len - done,
+					   iod_off(iod) + done);
+		} else {
+			io_uring_prep_write(sqe, t->fd, buf + done, len - done,
+					    iod_off(iod) + done);
+			if (iod->op_flags & UBLK_IO_F_FUA)
+				sqe->rw_flags = RWF_DSYNC;
+		}
+		break;
+	case LOOP_FSYNC:
+		io_uring_prep_fsync(sqe, t->fd, IORING_FSYNC_DATASYNC);
+		break;
+	case LOOP_PUNCH:
+		io_uring_prep_fallocate(sqe, t->fd,
+					FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					iod_off(iod), len);
+		break;
+	case LOOP_ZERO:
+		io_uring_prep_fallocate(sqe, t->fd,
+					FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+					iod_off(iod), len);
+		break;
+	}
+	sqe->user_data = ud_build(tag, kind, 0, true);
+	q->tgt_inflight++;
+	q->ios[tag].tgt_inflight++;
+}
+
+static int loop_queue_io(struct ublkd_queue *q, int tag,
+			 const struct ublksrv_io_desc *iod)
+{
+	struct loop_queue *lq = q->tgt;
+
+	lq->done[tag] = 0;
+	switch (iod_op(iod)) {
+	case UBLK_IO_OP_READ:
+	case UBLK_IO_OP_WRITE:
+		loop_submit(q, tag, LOOP_RW);
+		break;
+	case UBLK_IO_OP_FLUSH:
+		loop_submit(q, tag, LOOP_FSYNC);
+		break;
+	case UBLK_IO_OP_DISCARD:
+		loop_submit(q, tag, LOOP_PUNCH);
+		break;
+	case UBLK_IO_OP_WRITE_ZEROES:
+		loop_submit(q, tag, LOOP_ZERO);
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	return UBLKD_QUEUED;
+}
+
+static void loop_io_done(struct ublkd_queue *q, const struct io_uring_cqe *cqe)
+{
+	struct loop_queue *lq = q->tgt;
+	int tag = ud_tag(cqe->user_data), kind = ud_op(cqe->user_data);
+	const struct ublksrv_io_desc *iod = &q->iods[tag];
+	uint32_t len = iod_len(iod);
+	int res = cqe->res;
+
+	q->ios[tag].tgt_inflight--;
+	switch (kind) {
+	case LOOP_RW:
+		if (res < 0)
+			break;
+		if (res == 0 && iod_op(iod) == UBLK_IO_OP_READ) {
+			/* Past the end of a shrunk file: zeroes, as loop does. */
+			memset((char *)q->ios[tag].buf + lq->done[tag], 0,
+			       len - lq->done[tag]);
+			res = len - lq->done[tag];
+		}
+		if (res == 0) {
+			res = -EIO;
+			break;
+		}
+		lq->done[tag] += res;
+		if (lq->done[tag] < len) {
+			loop_submit(q, tag, LOOP_RW);
+			return;
+		}
+		res = len;
+		break;
+	case LOOP_ZERO:
+		if (res == -EOPNOTSUPP || res == -EINVAL) {
+			loop_submit(q, tag, LOOP_PUNCH);
+			return;
+		}
+		break;
+	}
+	ublkd_complete(q, tag, res);
+}
+
+static void loop_deinit(struct ublkd_dev *dev)
+{
+	struct loop_tgt *t = dev->tgt;
+
+	close(t->fd);
+}
+
+const struct ublkd_tgt_ops tgt_loop = {
+	.name = "loop",
+	.usage = "-f|--file PATH [--size SIZE] [--buffered]",
+	.opts = loop_opts,
+	.opt = loop_opt,
+	.init = loop_init,
+	.init_queue = loop_init_queue,
+	.deinit_queue = loop_deinit_queue,
+	.queue_io = loop_queue_io,
+	.io_done = loop_io_done,
+	.deinit = loop_deinit,
+};

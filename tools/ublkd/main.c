@@ -1,0 +1,1050 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ublkd - a ublk server.
+ *
+ *   ublkd add -t null|loop|nbd [-n ID] [-q QUEUES] [-d DEPTH] [-b MAX_IO]
+ *             [-g|--get-data | -u|--user-copy] [-r|--recovery] [target options]
+ *   ublkd del -n ID | -a
+ *   ublkd list [-n ID] [-v]
+ *   ublkd features
+ *   ublkd recover -n ID
+ *
+ * add forks one daemon per device, which adds the device, starts one
+ * thread per queue and prints /dev/ublkbN once the disk is live. The
+ * daemon's log, its counters and the arguments recover needs are in
+ * /run/ublkd/N/. Exit status: 0 success, 1 failure (the message says
+ * what failed), 2 bad usage.
+ */
+#include <dirent.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ublkd.h"
+
+#define CTRL_DEV	"/dev/ublk-control"
+
+static const struct ublkd_tgt_ops *targets[] = { &tgt_null, &tgt_loop, &tgt_nbd };
+static int log_dev_id = -1;
+
+void ublkd_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (log_dev_id >= 0)
+		fprintf(stderr, "ublkd[%d]: ", log_dev_id);
+	else
+		fputs("ublkd: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
+{
+	va_list ap;
+	unsigned int i;
+
+	fputs("ublkd: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr,
+		"usage: ublkd add -t TARGET [-n ID] [-q QUEUES (1)] [-d DEPTH (64)] [-b MAX_IO (1M)]\n"
+		"                 [-g|--get-data | -u|--user-copy] [-r|--recovery] [target options]\n"
+		"       ublkd del -n ID | -a\n"
+		"       ublkd list [-n ID] [-v]\n"
+		"       ublkd features\n"
+		"       ublkd recover -n ID\n"
+		"targets:\n");
+	for (i = 0; i < ARRAY_SIZE(targets); i++)
+		fprintf(stderr, "  %-5s %s\n", targets[i]->name, targets[i]->usage);
+	exit(2);
+}
+
+int ublkd_parse_size(const char *s, uint64_t *val)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	case 't': case 'T': v <<= 40; end++; break;
+	}
+	if (*end)
+		return -EINVAL;
+	*val = v;
+	return 0;
+}
+
+/* ---- control commands, on an SQE128 ring over /dev/ublk-control ---- */
+
+static int open_ctrl(void)
+{
+	int fd = open(CTRL_DEV, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno == ENOENT)
+			ublkd_log("%s is missing: no ublk driver (modprobe ublk_drv)\n",
+				  CTRL_DEV);
+		else
+			ublkd_log("opening %s: %s\n", CTRL_DEV, strerror(errno));
+		exit(1);
+	}
+	return fd;
+}
+
+static struct io_uring ring;
+static bool ring_ok;
+
+/* A forked daemon sets up its own control ring. */
+static void ctrl_ring_reset(void)
+{
+	if (ring_ok)
+		io_uring_queue_exit(&ring);
+	ring_ok = false;
+}
+
+static int ctrl_cmd(int ctrl_fd, unsigned int op, int dev_id, void *buf,
+		    unsigned int len, uint64_t data0)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct ublksrv_ctrl_cmd cmd = {
+		.dev_id = dev_id,
+		.queue_id = (__u16)-1,
+		.addr = (uintptr_t)buf,
+		.len = len,
+		.data = { data0 },
+	};
+	int ret;
+
+	if (!ring_ok) {
+		ret = io_uring_queue_init(4, &ring, IORING_SETUP_SQE128);
+		if (ret) {
+			ublkd_log("io_uring setup for control commands: %s\n",
+				  strerror(-ret));
+			exit(1);
+		}
+		ring_ok = true;
+	}
+	sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, ctrl_fd, NULL, 0, 0);
+	sqe->cmd_op = op;
+	/* the 80-byte command area of an SQE128 slot */
+	memcpy((char *)sqe + offsetof(struct io_uring_sqe, addr3), &cmd,
+	       sizeof(cmd));
+	ret = io_uring_submit(&ring);
+	if (ret < 0)
+		return ret;
+	do {
+		ret = io_uring_wait_cqe(&ring, &cqe);
+	} while (ret == -EINTR);
+	if (ret < 0)
+		return ret;
+	ret = cqe->res;
+	io_uring_cqe_seen(&ring, cqe);
+	return ret;
+}
+
+static int get_info(int ctrl_fd, int dev_id, struct ublksrv_ctrl_dev_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	return ctrl_cmd(ctrl_fd, UBLK_U_CMD_GET_DEV_INFO, dev_id, info,
+			sizeof(*info), 0);
+}
+
+/* get_info() for a device the user named: says what is wrong if it fails. */
+static int get_named_info(int ctrl_fd, int dev_id,
+			  struct ublksrv_ctrl_dev_info *info)
+{
+	int ret = get_info(ctrl_fd, dev_id, info);
+
+	if (ret)
+		ublkd_log("device %d: %s\n", dev_id,
+			  ret == -ENODEV ? "no such device" : strerror(-ret));
+	return ret;
+}
+
+/* The driver's features, or 0 with a message when it cannot say. */
+static uint64_t get_features(int ctrl_fd)
+{
+	uint64_t features = 0;
+	int ret = ctrl_cmd(ctrl_fd, UBLK_U_CMD_GET_FEATURES, -1, &features,
+			   sizeof(features), 0);
+
+	if (ret) {
+		ublkd_log("the ublk driver does not report its features (GET_FEATURES: %s); it predates 6.5\n",
+			  strerror(-ret));
+		return 0;
+	}
+	return features;
+}
+
+static const struct {
+	uint64_t flag;
+	const char *name;
+} flag_names[] = {
+	{ UBLK_F_SUPPORT_ZERO_COPY, "SUPPORT_ZERO_COPY" },
+	{ UBLK_F_URING_CMD_COMP_IN_TASK, "URING_CMD_COMP_IN_TASK" },
+	{ UBLK_F_NEED_GET_DATA, "NEED_GET_DATA" },
+	{ UBLK_F_USER_RECOVERY, "USER_RECOVERY" },
+	{ UBLK_F_USER_RECOVERY_REISSUE, "USER_RECOVERY_REISSUE" },
+	{ UBLK_F_UNPRIVILEGED_DEV, "UNPRIVILEGED_DEV" },
+	{ UBLK_F_CMD_IOCTL_ENCODE, "CMD_IOCTL_ENCODE" },
+	{ UBLK_F_USER_COPY, "USER_COPY" },
+	{ UBLK_F_ZONED, "ZONED" },
+};
+
+static void print_flags(uint64_t flags)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(flag_names); i++)
+		if (flags & flag_names[i].flag)
+			printf(" %s", flag_names[i].name);
+}
+
+static const char *state_name(int state)
+{
+	switch (state) {
+	case UBLK_S_DEV_DEAD: return "DEAD";
+	case UBLK_S_DEV_LIVE: return "LIVE";
+	case UBLK_S_DEV_QUIESCED: return "QUIESCED";
+	}
+	return "?";
+}
+
+/* ---- per-device state in /run/ublkd/N/ ---- */
+
+static void run_path(char *buf, size_t len, int dev_id, const char *name)
+{
+	snprintf(buf, len, UBLKD_RUN_DIR "/%d/%s", dev_id, name);
+}
+
+static void run_dir_remove(int dev_id)
+{
+	static const char *const files[] = { "args", "stats", "log", "target" };
+	char path[PATH_MAX];
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(files); i++) {
+		run_path(path, sizeof(path), dev_id, files[i]);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), UBLKD_RUN_DIR "/%d", dev_id);
+	rmdir(path);
+}
+
+static int write_file(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, buf, len);
+	close(fd);
+	return n == (ssize_t)len ? 0 : -EIO;
+}
+
+/* Save the add arguments (NUL-separated) for recover. */
+static int save_args(int dev_id, int argc, char **argv)
+{
+	char path[PATH_MAX], *buf;
+	size_t len = 0, off = 0;
+	int i, ret;
+
+	for (i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	buf = malloc(len + 1);
+	if (!buf)
+		return -ENOMEM;
+	for (i = 0; i < argc; i++) {
+		strcpy(buf + off, argv[i]);
+		off += strlen(argv[i]) + 1;
+	}
+	run_path(path, sizeof(path), dev_id, "args");
+	ret = write_file(path, buf, len);
+	free(buf);
+	return ret;
+}
+
+static char **load_args(int dev_id, int *argcp)
+{
+	char path[PATH_MAX], **argv;
+	static char buf[8192];
+	int fd, argc = 0, i;
+	ssize_t n;
+
+	run_path(path, sizeof(path), dev_id, "args");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	for (i = 0; i < n; i++)
+		argc += !buf[i];
+	argv = calloc(argc + 1, sizeof(*argv));
+	if (!argv)
+		return NULL;
+	argv[0] = buf;
+	for (i = 0, argc = 1; i < n - 1; i++)
+		if (!buf[i])
+			argv[argc++] = buf + i + 1;
+	*argcp = argc;
+	return argv;
+}
+
+/* The counters file, shared between the daemon and list. */
+static struct ublkd_stats *map_stats(int dev_id, bool create)
+{
+	char path[PATH_MAX];
+	void *p;
+	int fd;
+
+	run_path(path, sizeof(path), dev_id, "stats");
+	fd = open(path, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return NULL;
+	if (create && ftruncate(fd, sizeof(struct ublkd_stats))) {
+		close(fd);
+		return NULL;
+	}
+	p = mmap(NULL, sizeof(struct ublkd_stats),
+		 create ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* ---- add / recover: the daemon ---- */
+
+static const struct option core_opts[] = {
+	{ "target", required_argument, NULL, 't' },
+	{ "number", required_argument, NULL, 'n' },
+	{ "queues", required_argument, NULL, 'q' },
+	{ "depth", required_argument, NULL, 'd' },
+	{ "max-io", required_argument, NULL, 'b' },
+	{ "get-data", no_argument, NULL, 'g' },
+	{ "user-copy", no_argument, NULL, 'u' },
+	{ "recovery", no_argument, NULL, 'r' },
+};
+
+static const struct ublkd_tgt_ops *find_target(const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(targets); i++)
+		if (!strcmp(targets[i]->name, name))
+			return targets[i];
+	return NULL;
+}
+
+static int parse_int(const char *s, const char *what, int min, int max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 0);
+	if (errno || *end || end == s || v < min || v > max)
+		die_usage("bad %s '%s' (%d..%d)\n", what, s, min, max);
+	return v;
+}
+
+/* Parse add's arguments (argv[0] is "add") into @dev. */
+static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
+{
+	struct option opts[64];
+	const struct ublkd_tgt_ops *ops = NULL;
+	unsigned int nr = 0, i;
+	uint64_t v;
+	int c;
+
+	dev->dev_id = -1;
+	dev->nr_queues = 1;
+	dev->depth = 64;
+	dev->max_io_bytes = UBLKD_DEF_IO_BYTES;
+	dev->mode = MODE_DEFAULT;
+
+	/* The target decides which options follow: find it first. */
+	for (c = 1; c < argc - 1; c++)
+		if (!strcmp(argv[c], "-t") || !strcmp(argv[c], "--target"))
+			ops = find_target(argv[c + 1]);
+		else if (!strncmp(argv[c], "--target=", 9))
+			ops = find_target(argv[c] + 9);
+	if (!ops)
+		die_usage("add needs -t TARGET, one of null, loop, nbd\n");
+	dev->ops = ops;
+
+	for (i = 0; i < ARRAY_SIZE(core_opts); i++)
+		opts[nr++] = core_opts[i];
+	for (i = 0; ops->opts && ops->opts[i].name; i++)
+		opts[nr++] = ops->opts[i];
+	memset(&opts[nr], 0, sizeof(opts[nr]));
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "t:n:q:d:b:gurf:", opts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			break;
+		case 'n':
+			dev->dev_id = parse_int(optarg, "device id", 0, 1 << 20);
+			break;
+		case 'q':
+			dev->nr_queues = parse_int(optarg, "queue count", 1,
+						   UBLKD_MAX_QUEUES);
+			break;
+		case 'd':
+			dev->depth = parse_int(optarg, "queue depth", 1,
+					       UBLKD_MAX_DEPTH);
+			break;
+		case 'b':
+			if (ublkd_parse_size(optarg, &v) || v < 4096 ||
+			    v > (1U << UBLK_IO_BUF_BITS) || (v & 4095))
+				die_usage("bad max I/O size '%s' (4k..32M, 4k multiple)\n",
+					  optarg);
+			dev->max_io_bytes = v;
+			break;
+		case 'g':
+			if (dev->mode == MODE_USER_COPY)
+				die_usage("--get-data and --user-copy exclude each other\n");
+			dev->mode = MODE_GET_DATA;
+			break;
+		case 'u':
+			if (dev->mode == MODE_GET_DATA)
+				die_usage("--get-data and --user-copy exclude each other\n");
+			dev->mode = MODE_USER_COPY;
+			break;
+		case 'r':
+			dev->recovery = true;
+			break;
+		default:
+			/* -f is loop's --file, as ublksrv spells it */
+			if ((c >= 256 || c == 'f') && ops->opt) {
+				int ret = ops->opt(dev, c, optarg);
+
+				if (ret)
+					die_usage("bad %s target option\n", ops->name);
+				break;
+			}
+			die_usage("unknown option for add -t %s\n", ops->name);
+		}
+	}
+	if (optind < argc)
+		die_usage("unexpected argument '%s'\n", argv[optind]);
+
+	dev->flags = UBLK_F_CMD_IOCTL_ENCODE | UBLK_F_URING_CMD_COMP_IN_TASK;
+	if (dev->mode == MODE_GET_DATA)
+		dev->flags |= UBLK_F_NEED_GET_DATA;
+	if (dev->mode == MODE_USER_COPY)
+		dev->flags |= UBLK_F_USER_COPY;
+	if (dev->recovery)
+		dev->flags |= UBLK_F_USER_RECOVERY | UBLK_F_USER_RECOVERY_REISSUE;
+}
+
+/* Every flag asked for must be one the driver has: say which is not. */
+static void check_features(struct ublkd_dev *dev)
+{
+	uint64_t features = get_features(dev->ctrl_fd), missing;
+	unsigned int i;
+
+	if (!features) {
+		if (dev->mode == MODE_USER_COPY) {
+			ublkd_log("--user-copy needs UBLK_F_USER_COPY (6.5+), which this driver cannot confirm\n");
+			exit(1);
+		}
+		return;
+	}
+	missing = dev->flags & ~features &
+		~(UBLK_F_CMD_IOCTL_ENCODE | UBLK_F_URING_CMD_COMP_IN_TASK);
+	for (i = 0; i < ARRAY_SIZE(flag_names); i++)
+		if (missing & flag_names[i].flag)
+			ublkd_log("the ublk driver lacks UBLK_F_%s, needed by %s\n",
+				  flag_names[i].name,
+				  flag_names[i].flag == UBLK_F_NEED_GET_DATA ? "--get-data" :
+				  flag_names[i].flag == UBLK_F_USER_COPY ? "--user-copy" :
+				  "--recovery");
+	if (missing)
+		exit(1);
+}
+
+static void set_basic_params(struct ublkd_dev *dev)
+{
+	struct ublk_param_basic *b = &dev->params.basic;
+
+	dev->params.len = sizeof(dev->params);
+	dev->params.types |= UBLK_PARAM_TYPE_BASIC;
+	b->logical_bs_shift = 9;
+	b->physical_bs_shift = 12;
+	b->io_opt_shift = 12;
+	b->io_min_shift = 9;
+	b->max_sectors = dev->info.max_io_buf_bytes >> SECTOR_SHIFT;
+	b->dev_sectors = dev->size >> SECTOR_SHIFT;
+}
+
+static int open_cdev(struct ublkd_dev *dev)
+{
+	char path[64];
+	int i;
+
+	snprintf(path, sizeof(path), "/dev/ublkc%d", dev->info.dev_id);
+	/* devtmpfs creates the node; give a udev rule a moment too. */
+	for (i = 0; i < 100; i++) {
+		dev->cdev_fd = open(path, O_RDWR | O_CLOEXEC);
+		if (dev->cdev_fd >= 0 || errno != ENOENT)
+			break;
+		usleep(20000);
+	}
+	if (dev->cdev_fd < 0) {
+		ublkd_log("opening %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static int nr_done;
+
+/* Called by each queue thread as it ends. */
+void ublkd_queue_done(struct ublkd_dev *dev)
+{
+	pthread_mutex_lock(&done_lock);
+	if (++nr_done == dev->nr_queues)
+		kill(getpid(), SIGUSR1);
+	pthread_mutex_unlock(&done_lock);
+}
+
+/*
+ * The daemon, after the queues run: wait until every queue ended (the
+ * device was stopped) or a signal asks to stop and delete the device.
+ */
+static int daemon_wait(struct ublkd_dev *dev, sigset_t *set)
+{
+	bool deleting = false;
+	int sig, ret;
+
+	for (;;) {
+		if (sigwait(set, &sig))
+			continue;
+		if (sig == SIGUSR1)
+			break;
+		if (!deleting) {
+			ublkd_log("signal %d: stopping the device\n", sig);
+			ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_STOP_DEV,
+				       dev->info.dev_id, NULL, 0, 0);
+			if (ret)
+				ublkd_log("STOP_DEV: %s\n", strerror(-ret));
+			deleting = true;
+		}
+	}
+	ublkd_join_queues(dev);
+	if (dev->ops->deinit)
+		dev->ops->deinit(dev);
+	close(dev->cdev_fd);
+	if (deleting) {
+		ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_DEL_DEV,
+			       dev->info.dev_id, NULL, 0, 0);
+		if (ret && ret != -ENODEV)
+			ublkd_log("DEL_DEV: %s\n", strerror(-ret));
+		run_dir_remove(dev->info.dev_id);
+	}
+	ublkd_log("exiting\n");
+	return 0;
+}
+
+static void redirect_log(int dev_id)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	run_path(path, sizeof(path), dev_id, "log");
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		fd = open("/dev/null", O_WRONLY);
+	dup2(fd, STDERR_FILENO);
+	close(fd);
+	fd = open("/dev/null", O_RDWR);
+	dup2(fd, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	close(fd);
+	setvbuf(stderr, NULL, _IOLBF, 0);
+}
+
+static void describe(struct ublkd_dev *dev, int argc, char **argv)
+{
+	char path[PATH_MAX];
+	size_t off = 0;
+	int i;
+
+	for (i = 1; i < argc && off < sizeof(dev->tgt_desc) - 1; i++)
+		off += snprintf(dev->tgt_desc + off, sizeof(dev->tgt_desc) - off,
+				"%s%s", i > 1 ? " " : "", argv[i]);
+	run_path(path, sizeof(path), dev->info.dev_id, "target");
+	write_file(path, dev->tgt_desc, strlen(dev->tgt_desc));
+}
+
+/*
+ * The daemon's body for add (recover == false) and recover. Reports
+ * "OK N\n" on @ready once the device is live; any earlier exit means
+ * failure, with the reason already on stderr.
+ */
+static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
+		      bool recover, int ready)
+{
+	char msg[32], path[PATH_MAX];
+	sigset_t set;
+	int ret;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	ret = dev->ops->init(dev);
+	if (ret)
+		return 1;
+
+	if (!recover) {
+		struct ublksrv_ctrl_dev_info *info = &dev->info;
+
+		memset(info, 0, sizeof(*info));
+		info->nr_hw_queues = dev->nr_queues;
+		info->queue_depth = dev->depth;
+		info->max_io_buf_bytes = dev->max_io_bytes;
+		info->dev_id = dev->dev_id;
+		info->ublksrv_pid = getpid();
+		info->flags = dev->flags;
+		ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_ADD_DEV, dev->dev_id,
+			       info, sizeof(*info), 0);
+		if (ret) {
+			ublkd_log("ADD_DEV: %s%s\n", strerror(-ret),
+				  ret == -EEXIST ? " (that device id is taken)" : "");
+			return 1;
+		}
+		if ((info->flags & dev->flags) != dev->flags) {
+			ublkd_log("the driver dropped flags 0x%llx\n",
+				  (unsigned long long)(dev->flags & ~info->flags));
+			goto del;
+		}
+	} else {
+		/* Wait for the dead daemon's release: bounded. */
+		int i;
+
+		for (i = 0; i < 300; i++) {
+			ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_START_USER_RECOVERY,
+				       dev->info.dev_id, NULL, 0, 0);
+			if (ret != -EBUSY)
+				break;
+			usleep(100000);
+		}
+		if (ret) {
+			ublkd_log("START_USER_RECOVERY: %s\n", strerror(-ret));
+			return 1;
+		}
+	}
+	log_dev_id = dev->info.dev_id;
+	dev->depth = dev->info.queue_depth;
+	dev->nr_queues = dev->info.nr_hw_queues;
+	dev->max_io_bytes = dev->info.max_io_buf_bytes;
+
+	snprintf(path, sizeof(path), UBLKD_RUN_DIR "/%d", dev->info.dev_id);
+	mkdir(UBLKD_RUN_DIR, 0755);
+	mkdir(path, 0755);
+	if (!recover && save_args(dev->info.dev_id, argc, argv)) {
+		ublkd_log("writing %s/args: %s\n", path, strerror(errno));
+		goto del;
+	}
+	dev->stats = map_stats(dev->info.dev_id, true);
+	if (!dev->stats) {
+		ublkd_log("mapping %s/stats: %s\n", path, strerror(errno));
+		goto del;
+	}
+	describe(dev, argc, argv);
+
+	if (open_cdev(dev))
+		goto del;
+	if (ublkd_start_queues(dev)) {
+		ublkd_log("queue setup failed\n");
+		goto del;
+	}
+	if (!recover) {
+		set_basic_params(dev);
+		ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_SET_PARAMS,
+			       dev->info.dev_id, &dev->params,
+			       sizeof(dev->params), 0);
+		if (ret) {
+			ublkd_log("SET_PARAMS: %s\n", strerror(-ret));
+			goto del;
+		}
+		ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_START_DEV,
+			       dev->info.dev_id, NULL, 0, getpid());
+		if (ret) {
+			ublkd_log("START_DEV: %s\n", strerror(-ret));
+			goto del;
+		}
+	} else {
+		ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_END_USER_RECOVERY,
+			       dev->info.dev_id, NULL, 0, getpid());
+		if (ret) {
+			ublkd_log("END_USER_RECOVERY: %s\n", strerror(-ret));
+			exit(1);
+		}
+	}
+	redirect_log(dev->info.dev_id);
+	ublkd_log("%s: pid %d, %s\n", recover ? "recovered" : "started",
+		  getpid(), dev->tgt_desc);
+	snprintf(msg, sizeof(msg), "OK %d\n", dev->info.dev_id);
+	if (write(ready, msg, strlen(msg)) < 0)
+		ublkd_log("telling the parent: %s\n", strerror(errno));
+	close(ready);
+	return daemon_wait(dev, &set);
+
+del:
+	if (recover)
+		return 1;
+	/* Exiting closes /dev/ublkcN, which DEL_DEV waits for: fork it off. */
+	if (fork() == 0) {
+		close(dev->cdev_fd);
+		ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_DEL_DEV, dev->info.dev_id,
+			 NULL, 0, 0);
+		run_dir_remove(dev->info.dev_id);
+		_exit(0);
+	}
+	return 1;
+}
+
+/* Fork the daemon, wait until it says the device is live, print it. */
+static int spawn(struct ublkd_dev *dev, int argc, char **argv, bool recover)
+{
+	int pfd[2], status;
+	char buf[32] = "";
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(pfd)) {
+		ublkd_log("pipe: %s\n", strerror(errno));
+		return 1;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		ublkd_log("fork: %s\n", strerror(errno));
+		return 1;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		ctrl_ring_reset();
+		setsid();
+		/* The daemon must not hold the parent's stdout open (a pipe
+		 * to a test would never see EOF). */
+		if (!freopen("/dev/null", "w", stdout))
+			_exit(1);
+		_exit(run_daemon(dev, argc, argv, recover, pfd[1]));
+	}
+	close(pfd[1]);
+	do {
+		n = read(pfd[0], buf, sizeof(buf) - 1);
+	} while (n < 0 && errno == EINTR);
+	close(pfd[0]);
+	if (n > 3 && !strncmp(buf, "OK ", 3)) {
+		printf("/dev/ublkb%d\n", atoi(buf + 3));
+		return 0;
+	}
+	waitpid(pid, &status, 0);
+	ublkd_log("%s failed\n", recover ? "recover" : "add");
+	return 1;
+}
+
+static int cmd_add(int argc, char **argv)
+{
+	struct ublkd_dev dev = { 0 };
+
+	parse_add(&dev, argc, argv);
+	dev.ctrl_fd = open_ctrl();
+	check_features(&dev);
+	return spawn(&dev, argc, argv, false);
+}
+
+static int parse_id_opts(int argc, char **argv, int *id, bool *all, bool *verbose)
+{
+	static const struct option opts[] = {
+		{ "number", required_argument, NULL, 'n' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*id = -1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "n:av", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			*id = parse_int(optarg, "device id", 0, 1 << 20);
+			break;
+		case 'a':
+			if (!all)
+				die_usage("%s takes no -a\n", argv[0]);
+			*all = true;
+			break;
+		case 'v':
+			if (!verbose)
+				die_usage("%s takes no -v\n", argv[0]);
+			*verbose = true;
+			break;
+		default:
+			die_usage("bad option for %s\n", argv[0]);
+		}
+	}
+	if (optind < argc)
+		die_usage("unexpected argument '%s'\n", argv[optind]);
+	return 0;
+}
+
+/* Device ids that exist, from the char devices' class. */
+static int list_ids(int *ids, int max)
+{
+	DIR *d = opendir("/sys/class/ublk-char");
+	struct dirent *e;
+	int n = 0, i, j;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && n < max)
+		if (!strncmp(e->d_name, "ublkc", 5))
+			ids[n++] = atoi(e->d_name + 5);
+	closedir(d);
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+			int t = ids[j];
+
+			ids[j] = ids[j - 1];
+			ids[j - 1] = t;
+		}
+	return n;
+}
+
+static int del_one(int ctrl_fd, int id)
+{
+	struct ublksrv_ctrl_dev_info info;
+	int ret = get_named_info(ctrl_fd, id, &info);
+
+	if (ret)
+		return 1;
+	ret = ctrl_cmd(ctrl_fd, UBLK_U_CMD_STOP_DEV, id, NULL, 0, 0);
+	if (ret && ret != -ENODEV) {
+		ublkd_log("device %d: STOP_DEV: %s\n", id, strerror(-ret));
+		return 1;
+	}
+	/* DEL_DEV returns once the daemon has closed /dev/ublkcN. */
+	ret = ctrl_cmd(ctrl_fd, UBLK_U_CMD_DEL_DEV, id, NULL, 0, 0);
+	if (ret && ret != -ENODEV) {
+		ublkd_log("device %d: DEL_DEV: %s\n", id, strerror(-ret));
+		return 1;
+	}
+	run_dir_remove(id);
+	return 0;
+}
+
+static int cmd_del(int argc, char **argv)
+{
+	int id, ids[1024], n, i, ctrl_fd, ret = 0;
+	bool all = false;
+
+	parse_id_opts(argc, argv, &id, &all, NULL);
+	if ((id < 0) == !all)
+		die_usage("del needs -n ID or -a\n");
+	ctrl_fd = open_ctrl();
+	if (!all)
+		return del_one(ctrl_fd, id);
+	n = list_ids(ids, ARRAY_SIZE(ids));
+	for (i = 0; i < n; i++)
+		ret |= del_one(ctrl_fd, ids[i]);
+	return ret;
+}
+
+static void list_one(int ctrl_fd, int id, bool verbose)
+{
+	static const char *const stat_names[ST_NR] = {
+		"read", "write", "flush", "fua", "discard", "write_zeroes",
+		"get_data", "errors",
+	};
+	struct ublksrv_ctrl_dev_info info;
+	struct ublk_params params = { .len = sizeof(params) };
+	char path[PATH_MAX], desc[256] = "";
+	struct ublkd_stats *st;
+	int ret, fd, q, s;
+
+	ret = get_info(ctrl_fd, id, &info);
+	if (ret) {
+		ublkd_log("device %d: GET_DEV_INFO: %s\n", id, strerror(-ret));
+		return;
+	}
+	ret = ctrl_cmd(ctrl_fd, UBLK_U_CMD_GET_PARAMS, id, &params,
+		       sizeof(params), 0);
+	printf("dev id %d: nr_hw_queues %d queue_depth %d block size %d dev_capacity %llu\n",
+	       id, info.nr_hw_queues, info.queue_depth,
+	       ret ? 0 : 1 << params.basic.logical_bs_shift,
+	       ret ? 0ULL : (unsigned long long)params.basic.dev_sectors);
+	printf("\tmax rq size %u daemon pid %d state %s\n", info.max_io_buf_bytes,
+	       info.ublksrv_pid, state_name(info.state));
+	printf("\tflags 0x%llx [", (unsigned long long)info.flags);
+	print_flags(info.flags);
+	printf(" ]\n");
+	run_path(path, sizeof(path), id, "target");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, desc, sizeof(desc) - 1) < 0)
+			desc[0] = 0;
+		close(fd);
+		printf("\ttarget: %s\n", desc);
+	}
+	if (!verbose)
+		return;
+	if (!ret)
+		printf("\tattrs 0x%x%s%s max_sectors %u discard %s\n",
+		       params.basic.attrs,
+		       params.basic.attrs & UBLK_ATTR_VOLATILE_CACHE ? " volatile-cache" : "",
+		       params.basic.attrs & UBLK_ATTR_FUA ? " fua" : "",
+		       params.basic.max_sectors,
+		       params.types & UBLK_PARAM_TYPE_DISCARD ? "yes" : "no");
+	st = map_stats(id, false);
+	if (!st)
+		return;
+	printf("\tcounters:");
+	for (s = 0; s < ST_NR; s++) {
+		uint64_t sum = 0;
+
+		for (q = 0; q < UBLKD_MAX_QUEUES; q++)
+			sum += st->q[q][s];
+		printf(" %s %llu", stat_names[s], (unsigned long long)sum);
+	}
+	printf("\n");
+	munmap(st, sizeof(*st));
+}
+
+static int cmd_list(int argc, char **argv)
+{
+	int id, ids[1024], n, i, ctrl_fd;
+	bool verbose = false;
+
+	parse_id_opts(argc, argv, &id, NULL, &verbose);
+	ctrl_fd = open_ctrl();
+	if (id >= 0) {
+		struct ublksrv_ctrl_dev_info info;
+		int ret = get_named_info(ctrl_fd, id, &info);
+
+		if (ret)
+			return 1;
+		list_one(ctrl_fd, id, verbose);
+		return 0;
+	}
+	n = list_ids(ids, ARRAY_SIZE(ids));
+	for (i = 0; i < n; i++)
+		list_one(ctrl_fd, ids[i], verbose);
+	return 0;
+}
+
+static int cmd_features(int argc, char **argv)
+{
+	uint64_t features;
+	unsigned int i;
+	int ctrl_fd;
+
+	(void)argv;
+	if (argc > 1)
+		die_usage("features takes no arguments\n");
+	ctrl_fd = open_ctrl();
+	features = get_features(ctrl_fd);
+	if (!features)
+		return 1;
+	printf("features 0x%llx\n", (unsigned long long)features);
+	for (i = 0; i < ARRAY_SIZE(flag_names); i++)
+		printf("\t%-24s %s\n", flag_names[i].name,
+		       features & flag_names[i].flag ? "yes" : "no");
+	return 0;
+}
+
+static int cmd_recover(int argc, char **argv)
+{
+	struct ublkd_dev dev = { 0 };
+	int id, i, ret, sargc;
+	char **sargv;
+
+	parse_id_opts(argc, argv, &id, NULL, NULL);
+	if (id < 0)
+		die_usage("recover needs -n ID\n");
+	dev.ctrl_fd = open_ctrl();
+	if (get_named_info(dev.ctrl_fd, id, &dev.info))
+		return 1;
+	if (!(dev.info.flags & UBLK_F_USER_RECOVERY)) {
+		ublkd_log("device %d was not added with --recovery\n", id);
+		return 1;
+	}
+	sargv = load_args(id, &sargc);
+	if (!sargv) {
+		ublkd_log("device %d: no saved arguments in " UBLKD_RUN_DIR "/%d/args\n",
+			  id, id);
+		return 1;
+	}
+	parse_add(&dev, sargc, sargv);
+	/* The driver's view wins over the saved arguments. */
+	ret = get_info(dev.ctrl_fd, id, &dev.info);
+	/* Bounded wait for the old daemon's death to quiesce the device. */
+	for (i = 0; !ret && dev.info.state == UBLK_S_DEV_LIVE && i < 300; i++) {
+		usleep(100000);
+		ret = get_info(dev.ctrl_fd, id, &dev.info);
+	}
+	if (ret || dev.info.state != UBLK_S_DEV_QUIESCED) {
+		ublkd_log("device %d is %s, not QUIESCED: %s\n", id,
+			  state_name(dev.info.state),
+			  dev.info.state == UBLK_S_DEV_LIVE ?
+			  "its server still runs" : "it cannot be recovered");
+		return 1;
+	}
+	return spawn(&dev, sargc, sargv, true);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(int argc, char **argv);
+	} cmds[] = {
+		{ "add", cmd_add },
+		{ "del", cmd_del },
+		{ "list", cmd_list },
+		{ "features", cmd_features },
+		{ "recover", cmd_recover },
+	};
+	unsigned int i;
+
+	if (argc < 2)
+		die_usage("no command\n");
+	for (i = 0; i < ARRAY_SIZE(cmds); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
+		die_usage("help\n");
+	die_usage("unknown command '%s'\n", argv[1]);
+}
