@@ -5,13 +5,18 @@
 #
 #   vm/run -k perf -p bench -n module-ab -- bench/module-ab.sh [-n RUNS] [-r SEC] A.ko B.ko
 #
-# Build the two modules on the host from the same kernel build, e.g. the
-# driver before and after patches 5-6 of virtio-blk-passthru:
+# Build the two modules on the host from the same kernel build, with the
+# release suffix of the booted kernel (kernel.sh would call a changed tree
+# "-local...", and such a module does not load), e.g. the driver with one
+# more hunk against the series' own:
 #
-#   git -C build/src/linux checkout <commit> -- drivers/block/virtio_blk.c
-#   scripts/kernel.sh build perf && cp build/kernel-perf/drivers/block/virtio_blk.ko results/ab-a.ko
-#   git -C build/src/linux checkout HEAD -- drivers/block/virtio_blk.c
-#   scripts/kernel.sh build perf && cp build/kernel-perf/drivers/block/virtio_blk.ko results/ab-b.ko
+#   rel=$(cat build/kernel-perf/release); sfx=${rel#*-fastpath-perf}
+#   cp build/kernel-perf/mods/lib/modules/$rel/kernel/drivers/block/virtio_blk.ko results/ab-a.ko
+#   git -C build/src/linux apply change.patch
+#   make -C build/src/linux O=$PWD/build/kernel-perf CC="ccache gcc" \
+#       LOCALVERSION=$sfx drivers/block/virtio_blk.ko
+#   strip --strip-debug -o results/ab-b.ko build/kernel-perf/drivers/block/virtio_blk.ko
+#   git -C build/src/linux checkout -- drivers/block/virtio_blk.c
 #
 # Needs the bench profile's null-co disk (the root is 9p, so virtio_blk can
 # be unloaded). Prints one line per run and module, then the medians, the
@@ -30,7 +35,7 @@ while getopts "n:r:h" opt; do
 	case $opt in
 	n) runs=$OPTARG ;;
 	r) sec=$OPTARG ;;
-	*) sed -n '2,17p' "$0"; exit 2 ;;
+	*) sed -n '2,25p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
