@@ -109,7 +109,12 @@ Save your work with 'make series-export' (or drop it: 'make src-reset') first."
 	step "source: extracting $DEB_PACKAGE $have_ver"
 	rm -rf "$SRC" "$BUILD/src/$TOPDIR" "$STAMP"
 	mkdir -p "$BUILD/src"
-	tar -xf "$TARBALL" -C "$BUILD/src"
+	# -m: every file gets the extraction time. With the tarball's dates, a
+	# file that the previous series patched and this one does not would be
+	# older than its object in build/kernel-*, and make would keep the old
+	# object (and the old exported header). Newer sources make make rebuild
+	# everything once; ccache turns that into about a minute.
+	tar -m -xf "$TARBALL" -C "$BUILD/src"
 	mv "$BUILD/src/$TOPDIR" "$SRC"
 
 	step "source: creating the base commit"
