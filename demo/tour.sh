@@ -138,9 +138,34 @@ else
 	fi
 fi
 
+# ng passthrough through blk-mq vs the same commands on a user queue
+# attached to the ring (iobench -k1): the RFC's polled 512 B line.
+section "Smoke run: NVMe user queue (iobench -k1 vs -k0, 512 B randread, polled, 2 x 3 s interleaved)"
+uq_sys=/sys/class/nvme/${NVME_CTRL#/dev/}
+if [ ! -x "$IOBENCH" ] || ! _find_nvme_pci; then
+	fail "NVMe user queue" "no iobench or no NVMe namespace"
+elif [ "$(cat "$uq_sys/user_queues" 2>/dev/null || echo 0)" -gt 0 ]; then
+	echo "$uq_sys: $(cat "$uq_sys/user_queues") user queues, $(cat "$uq_sys/user_queues_attached") attached"
+	k0=() k1=()
+	for i in 1 2; do
+		measure -b512 -d64 -c2 -s2 -p1 -F1 -B1 -u1 -k0 -r3 "$NVME_NG"
+		k0+=("$IOPS")
+		measure -b512 -d64 -c2 -s2 -p1 -F1 -B1 -u1 -k1 -r3 "$NVME_NG"
+		k1+=("$IOPS")
+	done
+	b=$(( (k0[0] + k0[1]) / 2 )) p=$(( (k1[0] + k1[1]) / 2 ))
+	if [ "$b" -gt 0 ] && [ "$p" -gt 0 ]; then
+		row "NVMe user queue -d64 -s2 -c2" "-k0 $b, -k1 $p IOPS: $(awk -v a="$p" -v b="$b" 'BEGIN{printf "%.2fx", a/b}')"
+	else
+		fail "NVMe user queue" "no result"
+	fi
+else
+	fail "NVMe user queue" "$uq_sys has no user queues (nvme.user_queues=N)"
+fi
+
 section "Summary"
 printf '| %-34s | %-46s |\n' "what" "state"
 printf '|%s|%s|\n' "$(printf -- '-%.0s' $(seq 36))" "$(printf -- '-%.0s' $(seq 48))"
 printf '%s\n' "${SUMMARY[@]}"
-echo "(Smoke-run ratios from 2 short runs under TCG: they move with host load and are not results. For numbers: make bench B=passthru, make bench B=vblk.)"
+echo "(Smoke-run ratios from 2 short runs under TCG: they move with host load and are not results. For numbers: make bench B=passthru, make bench B=vblk, make bench B=userq.)"
 [ "$failures" = 0 ]

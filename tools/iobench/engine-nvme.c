@@ -2,6 +2,7 @@
 /*
  * iobench engine: NVMe generic char devices (/dev/ngXnY), NVMe Read and
  * Write as IORING_OP_URING_CMD (NVME_URING_CMD_IO, _IO_VEC with -V1).
+ * Its ops are not static: engine-userq.c (-k1) sends the same commands.
  */
 #include <endian.h>
 #include <errno.h>
@@ -28,8 +29,7 @@
 _Static_assert(sizeof(struct nvme_uring_cmd) <= SQE_CMD_BYTES,
 	       "nvme_uring_cmd does not fit a 128-byte SQE");
 
-static bool nvme_probe(const struct stat *st, const char *sysname,
-		       const char *class)
+bool nvme_probe(const struct stat *st, const char *sysname, const char *class)
 {
 	return S_ISCHR(st->st_mode) && !strcmp(class, "nvme-generic") &&
 	       !strncmp(sysname, "ng", 2);
@@ -54,7 +54,7 @@ static void nvme_identify_ns(const struct dev *d, __u32 nsid, uint8_t *id)
 		die("%s: Identify Namespace: NVMe status %#x", d->path, ret);
 }
 
-static void nvme_setup(struct dev *d)
+void nvme_setup(struct dev *d)
 {
 	uint8_t id[NVME_ID_LEN];
 	const uint8_t *lbaf;
@@ -99,8 +99,8 @@ static void nvme_setup(struct dev *d)
 	d->size = nsze << lbads;
 }
 
-static void nvme_prep(const struct dev *d, struct io_uring_sqe *sqe,
-		      const struct io_req *io)
+void nvme_prep(const struct dev *d, struct io_uring_sqe *sqe,
+	       const struct io_req *io)
 {
 	struct nvme_uring_cmd *cmd = (struct nvme_uring_cmd *)sqe->cmd;
 	uint64_t slba = io->off >> d->lba_shift;
@@ -123,8 +123,8 @@ static void nvme_prep(const struct dev *d, struct io_uring_sqe *sqe,
 }
 
 /* res is 0, a negative errno, or the NVMe status field (SCT 10:8, SC 7:0). */
-static const char *nvme_res_error(const struct dev *d, int res, char *buf,
-				  size_t len)
+const char *nvme_res_error(const struct dev *d, int res, char *buf,
+			   size_t len)
 {
 	if (res <= 0)
 		return res_error_zero_ok(d, res, buf, len);

@@ -6,8 +6,9 @@
  * Every letter t/io_uring has means the same here, with the same default,
  * so "iobench -d128 -b4096 -p1 -B1 -F1 -n1 /dev/nvme0n1" reads the same
  * way, -N1 issues no-op requests, -S1 reads with preadv2 instead of a ring
- * and -X1 registers the ring fd. Options of our own take letters t/io_uring
- * does not use (-V -w -Q -C -L -v) or long names. t/io_uring's -a (aio),
+ * and -X1 registers the ring fd; -k1 is the NVMe user queue RFC's
+ * t/io_uring -k1. Options of our own take letters t/io_uring does not use
+ * (-V -w -Q -C -L -v) or long names. t/io_uring's -a (aio),
  * -D (DMA-mapped buffers), -P (NUMA placement) and -T (TSC rate) are not
  * implemented. Run with -h for the list; the defaults shown are the
  * current values.
@@ -32,6 +33,10 @@
  *    IO into an SQE and judges its result: plain read/write for block
  *    devices and files, IORING_OP_URING_CMD for NVMe ng and virtio-blk
  *    vdXc0 char devices (-u1), IORING_OP_NOP for -N1;
+ *  - -k1 (engine-userq.c, NVMe ng devices with -u1 -p1) attaches an NVMe
+ *    user queue to every ring through the engines' per-ring hook
+ *    (ring_init) and asks for it in every command; a ring holds one user
+ *    queue, so with -k1 each thread drives exactly one device;
  *  - the main thread only samples counters once a second and prints them.
  *
  * -v is a data integrity check rather than a benchmark: one thread writes a
@@ -80,8 +85,9 @@
 
 /*
  * The engines a device is matched against, in this order; -N1 uses
- * engine_nop instead. A new kind of device is one more file and one more
- * line here.
+ * engine_nop instead, and --copy and -k1 name their engine (engine_copy,
+ * engine_userq; see pick_engine()). A new kind of device is one more file
+ * and one more line here.
  */
 static const struct engine_ops *const engines[] = {
 	&engine_block,
@@ -118,6 +124,7 @@ struct options opt = {
 	.verify		= 0,
 	.nverify	= 256,
 	.copy		= COPY_NONE,
+	.userq		= 0,
 };
 
 struct opt_desc {
@@ -156,6 +163,8 @@ static const struct opt_desc opt_table[] = {
 	OPT('X', NULL, regring, 0, 1, "register_ring",
 	    "Registered ring fd (io_uring_register_ring_fd)"),
 	OPT('u', NULL, passthru, 0, 1, "passthrough", "Passthrough (URING_CMD) on a char device"),
+	OPT('k', NULL, userq, 0, 1, "user_queue",
+	    "NVMe user queue on each ring (needs -u1 -p1, nvme.user_queues=N)"),
 	OPT('V', NULL, vectored, 0, 1, "vectored",
 	    "Vectored IO (readv/writev, vectored passthrough)"),
 	OPT('w', NULL, wpct, 0, 100, "write_pct", "Write percentage (overwrites data!)"),
@@ -312,6 +321,7 @@ static bool sysfs_char_name(dev_t rdev, const char *suffix, char *out,
 static void pick_engine(struct dev *d, const struct stat *st)
 {
 	char name[NAME_MAX + 1] = "", class[NAME_MAX + 1] = "";
+	const struct engine_ops *forced = NULL;
 	unsigned int i;
 
 	if (S_ISCHR(st->st_mode)) {
@@ -322,11 +332,17 @@ static void pick_engine(struct dev *d, const struct stat *st)
 				     sizeof(class)))
 			class[0] = '\0';
 	}
-	if (opt.copy) {
-		if (!engine_copy.probe(st, name, class))
-			die("%s: --copy needs a block device (copy_file_range between two ranges of it)",
-			    d->path);
-		d->engine = &engine_copy;
+	/* An option that names its engine only takes devices of its kind. */
+	if (opt.copy)
+		forced = &engine_copy;
+	else if (opt.userq)
+		forced = &engine_userq;
+	if (forced) {
+		if (!forced->probe(st, name, class))
+			die("%s: %s", d->path, opt.copy ?
+			    "--copy needs a block device (copy_file_range between two ranges of it)" :
+			    "-k1 needs an NVMe generic char device (/dev/ngXnY)");
+		d->engine = forced;
 	}
 	for (i = 0; i < ARRAY_SIZE(engines) && !d->engine; i++)
 		if (engines[i]->probe(st, name, class))
@@ -552,6 +568,7 @@ struct io_slot {
 struct wdev {
 	unsigned int dev;	/* in devs[]; its index here is its fixed file */
 	uint64_t seq_blk;	/* -R0: next block */
+	const char *ring_note;	/* the engine's ring_init said, for the echo */
 };
 
 enum verify_phase { VERIFY_WRITE, VERIFY_READ };
@@ -764,6 +781,28 @@ static void worker_register(struct worker *w)
 	}
 }
 
+/* What an SQE for the worker's device l puts in sqe->fd. */
+static int wdev_sqe_fd(const struct worker *w, unsigned int l)
+{
+	return opt.regfiles ? (int)l : devs[w->wdev[l].dev].fd;
+}
+
+/* The engines' per-ring set-up, once the ring is otherwise ready. */
+static void worker_ring_init(struct worker *w)
+{
+	unsigned int i;
+
+	for (i = 0; i < w->ndev; i++) {
+		struct wdev *wd = &w->wdev[i];
+		const struct dev *d = &devs[wd->dev];
+
+		if (d->engine->ring_init)
+			wd->ring_note = d->engine->ring_init(d, &w->ring,
+							     wdev_sqe_fd(w, i),
+							     opt.regfiles);
+	}
+}
+
 static void worker_setup(struct worker *w)
 {
 	size_t bs = (size_t)opt.bs;
@@ -785,6 +824,7 @@ static void worker_setup(struct worker *w)
 	if (!opt.sync) {
 		worker_init_ring(w);
 		worker_register(w);
+		worker_ring_init(w);
 	}
 
 	w->rng = (now_ns() ^ ((uint64_t)(w->id + 1) * 0x9e3779b97f4a7c15ULL)) | 1;
@@ -872,7 +912,7 @@ static void make_req(struct worker *w, unsigned int idx, struct io_req *io)
 	io->buf = buf;
 	io->iov = opt.vectored ? &w->iov[idx] : NULL;
 	io->buf_index = opt.fixedbufs ? (int)idx : -1;
-	io->fd = opt.regfiles ? (int)s->fidx : devs[s->dev].fd;
+	io->fd = wdev_sqe_fd(w, s->fidx);
 }
 
 static void prep_io(struct worker *w, struct io_uring_sqe *sqe,
@@ -1226,8 +1266,9 @@ static void print_setup(const struct worker *w)
 			printf("%s%s", k ? "," : "", devs[w[i].wdev[k].dev].path);
 		putchar('\n');
 	}
-	printf("polled=%ld, fixedbufs=%ld, register_files=%ld, buffered=%d, QD=%ld\n",
-	       opt.polled, opt.fixedbufs, opt.regfiles, !opt.odirect, opt.depth);
+	printf("polled=%ld, fixedbufs=%ld, register_files=%ld, buffered=%d, QD=%ld, user_queue=%ld\n",
+	       opt.polled, opt.fixedbufs, opt.regfiles, !opt.odirect, opt.depth,
+	       opt.userq);
 	if (opt.sync)
 		printf("Engine=%s\n", opt.copy == COPY_RW ? "pread+pwrite" :
 		       opt.copy ? "copy_file_range" : "preadv2");
@@ -1236,6 +1277,10 @@ static void print_setup(const struct worker *w)
 		       w[0].ring.sq.ring_entries, w[0].ring.cq.ring_entries,
 		       ring_flags_str(w[0].ring_flags, names, sizeof(names)),
 		       w[0].reg_ring);
+	for (i = 0; i < (unsigned int)opt.nthreads; i++)
+		for (k = 0; k < w[i].ndev; k++)
+			if (w[i].wdev[k].ring_note)
+				printf("%s (ring %u)\n", w[i].wdev[k].ring_note, i);
 }
 
 static struct worker *start_workers(void)
@@ -1585,11 +1630,27 @@ static long parse_value(const struct opt_desc *d, const char *arg)
 	return v;
 }
 
-/* Combinations that cannot work; exit before touching any device. */
-static void check_options(void)
+/*
+ * Combinations that cannot work; exit before touching any device. ndev is
+ * the number of devices named on the command line.
+ */
+static void check_options(unsigned int ndev)
 {
 	opt.sbatch = MIN(opt.sbatch, opt.depth);
 	opt.cbatch = MIN(opt.cbatch, opt.depth);
+
+	/* Before -N1 and -S1 turn -p off: name what -k1 really lacks. */
+	if (opt.userq) {
+		if (opt.nop || opt.sync || opt.copy)
+			die("-k1 cannot be combined with -N1, -S1 or --copy: a user queue carries a ring's NVMe passthrough commands");
+		if (!opt.passthru)
+			die("-k1 (user queue) needs -u1: only NVMe passthrough commands on /dev/ngXnY go on a user queue");
+		if (!opt.polled)
+			die("-k1 (user queue) needs -p1: a user queue has no interrupt, only an IOPOLL ring reaps it");
+		if ((long)ndev > opt.nthreads)
+			die("-k1 needs -n%u or more: a ring holds one user queue, so each thread drives one device",
+			    ndev);
+	}
 
 	/* No vectored IO on registered buffers: -V1 turns the default off. */
 	if (opt.vectored && opt.fixedbufs) {
@@ -1663,7 +1724,7 @@ static void parse_options(int argc, char **argv)
 			argv[0], argv[0]);
 		exit(2);
 	}
-	check_options();
+	check_options((unsigned int)(argc - optind));
 }
 
 int main(int argc, char **argv)

@@ -3,8 +3,9 @@
  * What iobench.c and the engine-*.c files share: the options, a device,
  * one IO as an engine sees it, and the ops table an engine implements.
  *
- * An engine is one kind of device: how to size it, how to turn an IO into
- * an SQE (or a synchronous call, -S1) and how to judge its result. It lives
+ * An engine is one kind of device: how to size it, what a ring needs
+ * before its first IO (-k1's user queue), how to turn an IO into an SQE
+ * (or a synchronous call, -S1) and how to judge its result. It lives
  * in its own engine-<name>.c and is one entry of engines[] in iobench.c;
  * the rest (rings, threads, offsets, verify, statistics) is common.
  */
@@ -47,6 +48,7 @@ struct options {
 	long verify;
 	long nverify;
 	long copy;
+	long userq;
 	const char *json;
 };
 
@@ -96,6 +98,18 @@ struct engine_ops {
 	 */
 	void (*prep)(const struct dev *d, struct io_uring_sqe *sqe,
 		     const struct io_req *io);
+	/*
+	 * Per-ring state the engine's SQEs rely on (the -k1 user queue).
+	 * Called in the thread that owns the ring (SINGLE_ISSUER), after its
+	 * files and buffers are registered and before the clock starts, once
+	 * for each device the ring drives; fd is the device's fd or, with
+	 * fixed_file, its registered index. Dies with a message if the ring
+	 * cannot be set up; returns a few words for the setup echo, or NULL.
+	 * Nothing undoes it: what it sets up must go away with the ring.
+	 * NULL: the engine needs nothing per ring.
+	 */
+	const char *(*ring_init)(const struct dev *d, struct io_uring *ring,
+				 int fd, bool fixed_file);
 	/* NULL if res (cqe->res or sync_io's) means success, else why not. */
 	const char *(*res_error)(const struct dev *d, int res, char *buf,
 				 size_t len);
@@ -125,6 +139,15 @@ extern const struct engine_ops engine_nvme;
 extern const struct engine_ops engine_vblk;
 extern const struct engine_ops engine_nop;
 extern const struct engine_ops engine_copy;
+extern const struct engine_ops engine_userq;
+
+/* engine-nvme.c's ops, which engine-userq.c builds on. */
+bool nvme_probe(const struct stat *st, const char *sysname, const char *class);
+void nvme_setup(struct dev *d);
+void nvme_prep(const struct dev *d, struct io_uring_sqe *sqe,
+	       const struct io_req *io);
+const char *nvme_res_error(const struct dev *d, int res, char *buf,
+			   size_t len);
 
 void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...);
 

@@ -1,0 +1,937 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * userq-check - NVMe user queues (nvme.user_queues=N) seen from an io_uring
+ * application: data through an attached queue against the block device,
+ * every misuse refused with its errno, and I/O that survives controller
+ * resets and removal.
+ *
+ *   userq-check -l                          list the cases
+ *   userq-check [-c CASE]... NG BLOCKDEV    run the cases (default: all)
+ *   userq-check storm SECONDS NG            verified I/O on an attached
+ *                                           queue for SECONDS, while the
+ *                                           caller resets or removes the
+ *                                           controller
+ *
+ * NG is the namespace's generic char device (/dev/ngXnY), BLOCKDEV its
+ * block device. One line per case: "CASE: ok" or "CASE: FAIL: why". The
+ * cases overwrite the first 8 MiB of the namespace.
+ *
+ * Exit status: 0 pass, 1 fail, 77 skip (the controller has no user queues),
+ * 2 usage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <liburing.h>
+#include <linux/fs.h>
+#include <linux/nvme_ioctl.h>
+
+#ifndef IORING_URING_CMD_USER_QUEUE
+#define IORING_URING_CMD_USER_QUEUE	(1U << 8)
+#endif
+#ifndef NVME_URING_CMD_UQ_ATTACH
+#define NVME_URING_CMD_UQ_ATTACH	_IO('N', 0x90)
+#define NVME_URING_CMD_UQ_DETACH	_IO('N', 0x91)
+#endif
+
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#define EXIT_PASS	0
+#define EXIT_FAIL	1
+#define EXIT_USAGE	2
+#define EXIT_SKIP	77
+#define NVME_CMD_WRITE	0x01
+#define NVME_CMD_READ	0x02
+#define LBA		512	/* the test namespace's LBA size, checked */
+#define MAX_XFER	(512 << 10)
+#define DEPTH		64
+
+static const char *ng_path, *blk_path;
+static int ng_fd, blk_fd;
+static unsigned int nsid;
+static char sysdir[128];	/* /sys/class/nvme/nvmeX */
+static char why[256];
+
+static bool fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+static long sysfs_num(const char *attr)
+{
+	char path[192];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", sysdir, attr);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* Until @attr reads @want, for at most @secs seconds. */
+static bool sysfs_wait(const char *attr, long want, int secs)
+{
+	int i;
+
+	for (i = 0; i < secs * 10; i++) {
+		if (sysfs_num(attr) == want)
+			return true;
+		usleep(100000);
+	}
+	return false;
+}
+
+static int ring_setup(struct io_uring *ring, bool iopoll)
+{
+	unsigned int flags = IORING_SETUP_SQE128 | IORING_SETUP_CQE32;
+
+	if (iopoll)
+		flags |= IORING_SETUP_IOPOLL;
+	return io_uring_queue_init(DEPTH, ring, flags);
+}
+
+static struct io_uring_sqe *uring_cmd_sqe(struct io_uring *ring, int fd,
+					  unsigned int cmd_op)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+	if (!sqe) {
+		fprintf(stderr, "userq-check: submission queue full\n");
+		exit(EXIT_FAIL);
+	}
+	/* The command runs into the second half of the 128-byte SQE. */
+	memset(sqe, 0, 2 * sizeof(*sqe));
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = fd;
+	sqe->cmd_op = cmd_op;
+	return sqe;
+}
+
+/* Submit what is queued, wait for one CQE: its res (user_data in *ud). */
+static int wait_one(struct io_uring *ring, uint64_t *ud)
+{
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	ret = io_uring_submit_and_wait(ring, 1);
+	if (ret < 0)
+		return ret;
+	ret = io_uring_wait_cqe(ring, &cqe);
+	if (ret < 0)
+		return ret;
+	ret = cqe->res;
+	if (ud)
+		*ud = cqe->user_data;
+	io_uring_cqe_seen(ring, cqe);
+	return ret;
+}
+
+/* Attach (or detach) on @ring: the CQE's res. */
+static int uq_op(struct io_uring *ring, int fd, unsigned int op, bool fixed)
+{
+	struct io_uring_sqe *sqe = uring_cmd_sqe(ring, fd, op);
+
+	if (fixed)
+		sqe->flags |= IOSQE_FIXED_FILE;
+	return wait_one(ring, NULL);
+}
+
+/*
+ * Queue one NVMe Read or Write of @len bytes at byte @off: with the user
+ * queue flag if @uq, a registered buffer if @buf_index >= 0.
+ */
+static struct io_uring_sqe *queue_io(struct io_uring *ring, bool write,
+				     uint64_t off, void *buf, uint32_t len,
+				     bool uq, int buf_index, uint64_t ud)
+{
+	struct io_uring_sqe *sqe = uring_cmd_sqe(ring, ng_fd, NVME_URING_CMD_IO);
+	struct nvme_uring_cmd *cmd = (struct nvme_uring_cmd *)sqe->cmd;
+	uint64_t slba = off / LBA;
+
+	cmd->opcode = write ? NVME_CMD_WRITE : NVME_CMD_READ;
+	cmd->nsid = nsid;
+	cmd->cdw10 = (uint32_t)slba;
+	cmd->cdw11 = (uint32_t)(slba >> 32);
+	cmd->cdw12 = len / LBA - 1;
+	cmd->addr = (uintptr_t)buf;
+	cmd->data_len = len;
+	if (uq)
+		sqe->uring_cmd_flags |= IORING_URING_CMD_USER_QUEUE;
+	if (buf_index >= 0) {
+		sqe->uring_cmd_flags |= IORING_URING_CMD_FIXED;
+		sqe->buf_index = buf_index;
+	}
+	sqe->user_data = ud;
+	return sqe;
+}
+
+static int do_io(struct io_uring *ring, bool write, uint64_t off, void *buf,
+		 uint32_t len, bool uq, int buf_index)
+{
+	queue_io(ring, write, off, buf, len, uq, buf_index, 1);
+	return wait_one(ring, NULL);
+}
+
+static void *xalloc(size_t len)
+{
+	void *p;
+
+	if (posix_memalign(&p, 4096, len))
+		abort();
+	return p;
+}
+
+static void fill(void *buf, size_t len, uint32_t seed)
+{
+	uint32_t *p = buf;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++)
+		p[i] = seed * 2654435761u + (uint32_t)i;
+}
+
+/* ---- the cases ---------------------------------------------------- */
+
+static bool case_attach(void)
+{
+	long base = sysfs_num("user_queues_attached");
+	struct io_uring ring;
+	bool ok = false;
+	int ret;
+
+	if (ring_setup(&ring, true))
+		return fail("ring setup failed");
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	if (ret) {
+		fail("attach: %s", strerror(-ret));
+		goto out;
+	}
+	if (sysfs_num("user_queues_attached") != base + 1) {
+		fail("user_queues_attached did not count the attach");
+		goto out;
+	}
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	if (ret != -EEXIST) {
+		fail("second attach on the same ring: %d, want -EEXIST", ret);
+		goto out;
+	}
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_DETACH, false);
+	if (ret) {
+		fail("detach: %s", strerror(-ret));
+		goto out;
+	}
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_DETACH, false);
+	if (ret != -ENOENT) {
+		fail("second detach: %d, want -ENOENT", ret);
+		goto out;
+	}
+	ok = sysfs_num("user_queues_attached") == base ||
+	     fail("user_queues_attached did not drop after the detach");
+out:
+	io_uring_queue_exit(&ring);
+	return ok;
+}
+
+static bool case_not_iopoll(void)
+{
+	struct io_uring ring;
+	int ret;
+
+	if (ring_setup(&ring, false))
+		return fail("ring setup failed");
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	io_uring_queue_exit(&ring);
+	return ret == -EINVAL ||
+	       fail("attach on a ring without IOPOLL: %d, want -EINVAL", ret);
+}
+
+static bool case_not_nvme(void)
+{
+	long base = sysfs_num("user_queues_attached");
+	struct io_uring ring;
+	int fd, ret, ret2;
+
+	fd = open("/dev/null", O_RDWR);
+	if (fd < 0 || ring_setup(&ring, true))
+		return fail("setup failed");
+	ret = uq_op(&ring, fd, NVME_URING_CMD_UQ_ATTACH, false);
+	ret2 = uq_op(&ring, blk_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	io_uring_queue_exit(&ring);
+	close(fd);
+	if (ret != -EOPNOTSUPP)
+		return fail("attach on /dev/null: %d, want -EOPNOTSUPP", ret);
+	if (ret2 >= 0)
+		return fail("attach on the block device %s succeeded", blk_path);
+	return sysfs_num("user_queues_attached") == base ||
+	       fail("a failed attach took a queue");
+}
+
+static bool case_bad_index(void)
+{
+	struct io_uring ring;
+	int ret, ok_ret;
+
+	if (ring_setup(&ring, true) || io_uring_register_files(&ring, &ng_fd, 1))
+		return fail("setup failed");
+	ret = uq_op(&ring, 5, NVME_URING_CMD_UQ_ATTACH, true);
+	ok_ret = uq_op(&ring, 0, NVME_URING_CMD_UQ_ATTACH, true);
+	io_uring_queue_exit(&ring);
+	if (ret != -EBADF)
+		return fail("fixed file index 5 of 1: %d, want -EBADF", ret);
+	return !ok_ret || fail("fixed file index 0: %s", strerror(-ok_ret));
+}
+
+static bool case_reserved(void)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	int ret, ret2;
+
+	if (ring_setup(&ring, true))
+		return fail("ring setup failed");
+	sqe = uring_cmd_sqe(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH);
+	((struct nvme_uring_cmd *)sqe->cmd)->cdw10 = 1;
+	ret = wait_one(&ring, NULL);
+	sqe = uring_cmd_sqe(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH);
+	sqe->uring_cmd_flags = IORING_URING_CMD_USER_QUEUE;
+	ret2 = wait_one(&ring, NULL);
+	io_uring_queue_exit(&ring);
+	if (ret != -EINVAL)
+		return fail("attach with cdw10 set: %d, want -EINVAL", ret);
+	return ret2 == -EINVAL ||
+	       fail("attach with a uring_cmd flag: %d, want -EINVAL", ret2);
+}
+
+static bool case_unprivileged(void)
+{
+	int status, pipefd[2], ret = 0;
+	pid_t pid;
+
+	if (pipe(pipefd))
+		return fail("pipe failed");
+	pid = fork();
+	if (pid == 0) {
+		struct io_uring ring;
+
+		/* The fd stays open; only the capability goes. */
+		if (setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			ret = -1000;
+		else if (ring_setup(&ring, true))
+			ret = -1001;
+		else
+			ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+		if (write(pipefd[1], &ret, sizeof(ret)) != sizeof(ret))
+			_exit(1);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	if (read(pipefd[0], &ret, sizeof(ret)) != sizeof(ret))
+		ret = -1002;
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	return ret == -EPERM ||
+	       fail("attach without CAP_SYS_ADMIN: %d, want -EPERM", ret);
+}
+
+static bool case_exhaust(void)
+{
+	long n = sysfs_num("user_queues"), base = sysfs_num("user_queues_attached");
+	struct io_uring rings[65];
+	bool ok = true;
+	long i, made = 0;
+	int ret;
+
+	if (n <= 0 || n > 64)
+		return fail("user_queues is %ld", n);
+	for (i = 0; i < n + 1 - base && ok; i++) {
+		if (ring_setup(&rings[i], true)) {
+			ok = fail("ring setup failed");
+			break;
+		}
+		made++;
+		ret = uq_op(&rings[i], ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+		if (i < n - base && ret)
+			ok = fail("attach %ld of %ld: %s", i + 1, n, strerror(-ret));
+		else if (i == n - base && ret != -EBUSY)
+			ok = fail("attach with every queue taken: %d, want -EBUSY", ret);
+	}
+	for (i = 0; i < made; i++)
+		io_uring_queue_exit(&rings[i]);
+	/* Ring teardown runs in a workqueue: give it a moment. */
+	if (ok && !sysfs_wait("user_queues_attached", base, 10))
+		ok = fail("queues still attached 10 s after their rings closed");
+	return ok;
+}
+
+static bool case_no_queue_flag(void)
+{
+	long cmds = sysfs_num("user_queue_cmds");
+	void *w = xalloc(65536), *r = xalloc(65536);
+	struct io_uring ring;
+	bool ok = false;
+	int ret;
+
+	fill(w, 65536, 11);
+	if (ring_setup(&ring, true)) {
+		fail("ring setup failed");
+		goto out;
+	}
+	ret = do_io(&ring, true, 1 << 20, w, 65536, true, -1);
+	if (!ret)
+		ret = do_io(&ring, false, 1 << 20, r, 65536, true, -1);
+	io_uring_queue_exit(&ring);
+	if (ret)
+		fail("I/O with the flag and no queue attached: %d", ret);
+	else if (memcmp(w, r, 65536))
+		fail("data read back differs");
+	else if (sysfs_num("user_queue_cmds") != cmds)
+		fail("commands of a ring without a queue went on a user queue");
+	else
+		ok = true;
+out:
+	free(w);
+	free(r);
+	return ok;
+}
+
+/* Data both ways between the user queue and the block device. */
+static bool xfer_one(struct io_uring *ring, uint32_t len, int buf_index,
+		     void *buf, uint64_t off, uint32_t seed)
+{
+	void *chk = xalloc(len);
+	bool ok = false;
+	int ret;
+
+	fill(buf, len, seed);
+	ret = do_io(ring, true, off, buf, len, true, buf_index);
+	if (ret) {
+		fail("%u-byte write on the user queue: %d", len, ret);
+		goto out;
+	}
+	if (pread(blk_fd, chk, len, off) != (ssize_t)len ||
+	    memcmp(chk, buf, len)) {
+		fail("%u bytes written on the user queue read back wrong through %s",
+		     len, blk_path);
+		goto out;
+	}
+	fill(chk, len, seed + 1);
+	if (pwrite(blk_fd, chk, len, off) != (ssize_t)len) {
+		fail("pwrite on %s: %s", blk_path, strerror(errno));
+		goto out;
+	}
+	memset(buf, 0xa5, len);
+	ret = do_io(ring, false, off, buf, len, true, buf_index);
+	if (ret)
+		fail("%u-byte read on the user queue: %d", len, ret);
+	else if (memcmp(chk, buf, len))
+		fail("%u bytes written through %s read back wrong on the user queue",
+		     len, blk_path);
+	else
+		ok = true;
+out:
+	free(chk);
+	return ok;
+}
+
+static bool case_xfer(void)
+{
+	/*
+	 * One page (PRP1), two (PRP2: 8 KiB, or 4 KiB across a page
+	 * boundary), a PRP list (64 KiB, 8.5 KiB) and the largest the queue
+	 * takes.
+	 */
+	static const struct { uint32_t len, boff; } sizes[] = {
+		{ 4096, 0 }, { 8192, 0 }, { 4096, 512 }, { 65536, 0 },
+		{ 8192 + 512, 0 }, { MAX_XFER - 4096, 2048 }, { MAX_XFER, 0 },
+	};
+	long cmds = sysfs_num("user_queue_cmds");
+	struct io_uring ring;
+	struct iovec iov;
+	unsigned int i, fixed;
+	bool ok = true;
+	int ret;
+
+	iov.iov_len = MAX_XFER;
+	iov.iov_base = xalloc(MAX_XFER);	/* every size above fits */
+	if (ring_setup(&ring, true) || io_uring_register_buffers(&ring, &iov, 1))
+		return fail("ring setup failed");
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	if (ret) {
+		ok = fail("attach: %s", strerror(-ret));
+		goto out;
+	}
+	for (fixed = 0; fixed < 2 && ok; fixed++)
+		for (i = 0; i < ARRAY_SIZE(sizes) && ok; i++)
+			ok = xfer_one(&ring, sizes[i].len, fixed ? 0 : -1,
+				      (char *)iov.iov_base + sizes[i].boff,
+				      (uint64_t)(2 + i) << 20, i * 4 + fixed * 2);
+	if (ok && sysfs_num("user_queue_cmds") < cmds + 2 * 2 * (long)ARRAY_SIZE(sizes))
+		ok = fail("the commands did not go on the user queue");
+out:
+	io_uring_queue_exit(&ring);
+	free(iov.iov_base);
+	return ok;
+}
+
+/* Shapes the queue does not take still work, on the normal path. */
+static bool case_fallback(void)
+{
+	long cmds;
+	char *buf = xalloc(65536 + 4096), *chk = xalloc(65536);
+	struct io_uring_sqe *sqe;
+	struct nvme_uring_cmd *cmd;
+	struct io_uring ring;
+	struct iovec iov;
+	bool ok = false;
+	int ret;
+
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fail("setup or attach failed");
+		goto out;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	/* vectored */
+	fill(buf, 65536, 21);
+	iov.iov_base = buf;
+	iov.iov_len = 65536;
+	sqe = queue_io(&ring, true, 6 << 20, buf, 65536, true, -1, 1);
+	sqe->cmd_op = NVME_URING_CMD_IO_VEC;
+	cmd = (struct nvme_uring_cmd *)sqe->cmd;
+	cmd->addr = (uintptr_t)&iov;
+	cmd->data_len = 1;
+	ret = wait_one(&ring, NULL);
+	if (ret) {
+		fail("vectored write with the flag: %d", ret);
+		goto out;
+	}
+	/* a buffer 2 bytes past a dword boundary */
+	ret = do_io(&ring, false, 6 << 20, buf + 4098, 65536, true, -1);
+	if (ret) {
+		fail("read into a misaligned buffer with the flag: %d", ret);
+		goto out;
+	}
+	if (pread(blk_fd, chk, 65536, 6 << 20) != 65536 ||
+	    memcmp(chk, buf + 4098, 65536)) {
+		fail("data of the fallback commands differs");
+		goto out;
+	}
+	ok = sysfs_num("user_queue_cmds") == cmds ||
+	     fail("a vectored or misaligned command went on the user queue");
+out:
+	io_uring_queue_exit(&ring);
+	free(buf);
+	free(chk);
+	return ok;
+}
+
+/* An error status from the controller reaches the CQE. */
+static bool case_device_error(void)
+{
+	uint64_t size;
+	void *buf = xalloc(4096);
+	struct io_uring ring;
+	bool ok = false;
+	int ret;
+
+	if (ioctl(blk_fd, BLKGETSIZE64, &size) ||
+	    ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		free(buf);
+		return fail("setup or attach failed");
+	}
+	/* Past the end: LBA Out of Range (SCT 0, SC 0x80). */
+	ret = do_io(&ring, false, size, buf, 4096, true, -1);
+	if ((ret & 0x7ff) == 0x80)
+		ok = true;
+	else
+		fail("read past the end: %d, want NVMe status 0x80", ret);
+	io_uring_queue_exit(&ring);
+	free(buf);
+	return ok;
+}
+
+/* A batch of 32 in one submission, reaped in one go, data verified. */
+static bool case_batch(void)
+{
+	char *buf = xalloc(32 * 4096), *chk = xalloc(32 * 4096);
+	long cmds;
+	struct io_uring ring;
+	bool ok = false;
+	int i, ret = 0;
+
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fail("setup or attach failed");
+		goto out;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	fill(buf, 32 * 4096, 31);
+	for (i = 0; i < 32; i++)
+		queue_io(&ring, true, (7 << 20) + i * 4096, buf + i * 4096,
+			 4096, true, -1, i);
+	for (i = 0; i < 32 && !ret; i++)
+		ret = wait_one(&ring, NULL);
+	if (ret) {
+		fail("batched write: %d", ret);
+		goto out;
+	}
+	if (pread(blk_fd, chk, 32 * 4096, 7 << 20) != 32 * 4096 ||
+	    memcmp(chk, buf, 32 * 4096)) {
+		fail("batched writes read back wrong");
+		goto out;
+	}
+	ok = sysfs_num("user_queue_cmds") >= cmds + 32 ||
+	     fail("the batch did not go on the user queue");
+out:
+	io_uring_queue_exit(&ring);
+	free(buf);
+	free(chk);
+	return ok;
+}
+
+/* Detach with commands in flight: they complete, then the queue frees. */
+static bool case_detach_inflight(void)
+{
+	long base = sysfs_num("user_queues_attached"), cmds;
+	char *buf = xalloc(32 * 65536);
+	struct io_uring ring;
+	uint64_t ud;
+	bool ok = false, detached = false;
+	int i, ret, seen = 0;
+
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fail("setup or attach failed");
+		goto out;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	for (i = 0; i < 32; i++)
+		queue_io(&ring, false, (uint64_t)i * 65536, buf + i * 65536,
+			 65536, true, -1, i);
+	uring_cmd_sqe(&ring, ng_fd, NVME_URING_CMD_UQ_DETACH)->user_data = 100;
+	if (io_uring_submit(&ring) != 33) {
+		fail("submit failed");
+		goto out;
+	}
+	while (seen < 33) {
+		ret = wait_one(&ring, &ud);
+		seen++;
+		if (ud == 100) {
+			if (ret) {
+				fail("detach with reads in flight: %d", ret);
+				goto out;
+			}
+			detached = true;
+		} else if (ret) {
+			fail("read %lu after the detach: %d", (unsigned long)ud, ret);
+			goto out;
+		}
+	}
+	if (!detached || sysfs_num("user_queue_cmds") < cmds + 32) {
+		fail("the reads did not go on the user queue");
+		goto out;
+	}
+	if (!sysfs_wait("user_queues_attached", base, 5)) {
+		fail("queue still attached after its commands completed");
+		goto out;
+	}
+	/* Detached: the flag no longer finds a queue. */
+	cmds = sysfs_num("user_queue_cmds");
+	ret = do_io(&ring, false, 0, buf, 4096, true, -1);
+	ok = (!ret && sysfs_num("user_queue_cmds") == cmds) ||
+	     fail("I/O after the detach: %d, or it used the queue", ret);
+out:
+	io_uring_queue_exit(&ring);
+	free(buf);
+	return ok;
+}
+
+/* The ring's task exits with commands in flight. */
+static bool case_exit_inflight(void)
+{
+	long base = sysfs_num("user_queues_attached");
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	if (pid == 0) {
+		char *buf = xalloc(64 * 65536);
+		struct io_uring ring;
+		int i;
+
+		if (ring_setup(&ring, true) ||
+		    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false))
+			_exit(3);
+		for (i = 0; i < 63; i++)
+			queue_io(&ring, false, (uint64_t)i * 65536,
+				 buf + i * 65536, 65536, true, -1, i);
+		io_uring_submit(&ring);
+		_exit(0);	/* no reaping, no ring exit of its own */
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		return fail("child failed to attach or submit");
+	return sysfs_wait("user_queues_attached", base, 20) ||
+	       fail("queue still attached 20 s after its ring's task exited");
+}
+
+struct ucase {
+	const char *name;
+	bool (*fn)(void);
+	const char *what;
+};
+
+static const struct ucase cases[] = {
+	{ "attach", case_attach, "attach, attach again (-EEXIST), detach, detach again (-ENOENT)" },
+	{ "not-iopoll", case_not_iopoll, "attach on a ring without IOPOLL (-EINVAL)" },
+	{ "not-nvme", case_not_nvme, "attach on /dev/null and on the block device" },
+	{ "bad-index", case_bad_index, "attach with a fixed-file index out of range (-EBADF)" },
+	{ "reserved", case_reserved, "attach with non-zero command fields or flags (-EINVAL)" },
+	{ "unprivileged", case_unprivileged, "attach without CAP_SYS_ADMIN (-EPERM)" },
+	{ "exhaust", case_exhaust, "one ring more than there are queues (-EBUSY)" },
+	{ "no-queue-flag", case_no_queue_flag, "the flag on a ring with no queue: normal path" },
+	{ "xfer", case_xfer, "data both ways vs the block device, plain and registered buffers" },
+	{ "fallback", case_fallback, "vectored and misaligned commands with the flag: normal path" },
+	{ "device-error", case_device_error, "an NVMe error status comes back in the CQE" },
+	{ "batch", case_batch, "32 writes in one submission, verified" },
+	{ "detach-inflight", case_detach_inflight, "detach with 32 reads in flight" },
+	{ "exit-inflight", case_exit_inflight, "the ring's task exits with 63 reads in flight" },
+};
+
+/* ---- storm: verified I/O while the controller is reset or removed ---- */
+
+#define STORM_BATCH	16
+#define STORM_BS	4096
+
+static volatile sig_atomic_t stop;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static int storm(int secs)
+{
+	char *buf = xalloc(STORM_BATCH * STORM_BS), *rd = xalloc(STORM_BATCH * STORM_BS);
+	unsigned long ok_ios = 0, failed = 0, mismatches = 0, dups = 0, lost = 0;
+	unsigned long attaches = 0, gen = 0;
+	bool good[STORM_BATCH], done[STORM_BATCH];
+	struct io_uring ring;
+	int i, ret, phase;
+	uint64_t ud;
+
+	signal(SIGALRM, on_alarm);
+	alarm(secs);
+	if (ring_setup(&ring, true)) {
+		fprintf(stderr, "storm: ring setup failed\n");
+		return EXIT_FAIL;
+	}
+	while (!stop) {
+		if (!attaches || gen % 64 == 0) {
+			/* After a removal the queue is gone; try again. */
+			ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+			if (!ret)
+				attaches++;
+		}
+		gen++;
+		/* writes, then reads of the same blocks */
+		for (phase = 0; phase < 2 && !stop; phase++) {
+			char *b = phase ? rd : buf;
+
+			if (!phase)
+				fill(buf, STORM_BATCH * STORM_BS, gen);
+			memset(done, 0, sizeof(done));
+			for (i = 0; i < STORM_BATCH; i++)
+				queue_io(&ring, !phase, (uint64_t)i * STORM_BS,
+					 b + i * STORM_BS, STORM_BS, true, -1, i);
+			if (io_uring_submit(&ring) != STORM_BATCH) {
+				fprintf(stderr, "storm: submit failed\n");
+				return EXIT_FAIL;
+			}
+			for (i = 0; i < STORM_BATCH; i++) {
+				struct io_uring_cqe *cqe;
+
+				do {
+					ret = io_uring_wait_cqe(&ring, &cqe);
+				} while (ret == -EINTR || ret == -EAGAIN);
+				if (ret) {
+					fprintf(stderr, "storm: waiting: %s\n",
+						strerror(-ret));
+					lost++;
+					break;
+				}
+				ud = cqe->user_data;
+				ret = cqe->res;
+				io_uring_cqe_seen(&ring, cqe);
+				if (ud >= STORM_BATCH || done[ud]) {
+					dups++;
+					continue;
+				}
+				done[ud] = true;
+				if (ret) {
+					failed++;
+					if (!phase)
+						good[ud] = false;
+					continue;
+				}
+				ok_ios++;
+				if (!phase)
+					good[ud] = true;
+				else if (good[ud] &&
+					 memcmp(rd + ud * STORM_BS,
+						buf + ud * STORM_BS, STORM_BS))
+					mismatches++;
+			}
+		}
+	}
+	io_uring_queue_exit(&ring);
+	printf("storm: %lu I/Os ok, %lu failed, %lu attaches, %lu mismatches, %lu duplicate completions, %lu lost\n",
+	       ok_ios, failed, attaches, mismatches, dups, lost);
+	return mismatches || dups || lost || !ok_ios ? EXIT_FAIL : EXIT_PASS;
+}
+
+/* ---- main ----------------------------------------------------------- */
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: userq-check [-c CASE]... /dev/ngXnY /dev/nvmeXnY\n"
+		"       userq-check storm SECONDS /dev/ngXnY\n"
+		"       userq-check -l\n");
+	exit(EXIT_USAGE);
+}
+
+/* nsid, controller sysfs dir; 77 if the controller has no user queues. */
+static int open_ng(const char *path)
+{
+	unsigned int inst, ns;
+	const char *base = strrchr(path, '/');
+
+	ng_fd = open(path, O_RDWR);
+	if (ng_fd < 0) {
+		fprintf(stderr, "userq-check: %s: %s\n", path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (sscanf(base ? base + 1 : path, "ng%un%u", &inst, &ns) != 2) {
+		fprintf(stderr, "userq-check: %s is not /dev/ngXnY\n", path);
+		return EXIT_USAGE;
+	}
+	snprintf(sysdir, sizeof(sysdir), "/sys/class/nvme/nvme%u", inst);
+	nsid = ioctl(ng_fd, NVME_IOCTL_ID);
+	if ((int)nsid <= 0) {
+		fprintf(stderr, "userq-check: %s: NVME_IOCTL_ID: %s\n", path,
+			strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (sysfs_num("user_queues") <= 0) {
+		printf("userq-check: %s has no user queues (boot with nvme.user_queues=N)\n",
+		       sysdir);
+		return EXIT_SKIP;
+	}
+	return EXIT_PASS;
+}
+
+int main(int argc, char **argv)
+{
+	const char *only[ARRAY_SIZE(cases)];
+	unsigned int nonly = 0, i, j;
+	int opt, ret, bs, status = EXIT_PASS;
+
+	if (argc == 4 && !strcmp(argv[1], "storm")) {
+		ret = open_ng(argv[3]);
+		return ret ? ret : storm(atoi(argv[2]));
+	}
+	while ((opt = getopt(argc, argv, "c:l")) != -1) {
+		switch (opt) {
+		case 'c':
+			if (nonly == ARRAY_SIZE(only))
+				usage();
+			only[nonly++] = optarg;
+			break;
+		case 'l':
+			for (i = 0; i < ARRAY_SIZE(cases); i++)
+				printf("%-16s %s\n", cases[i].name, cases[i].what);
+			return EXIT_PASS;
+		default:
+			usage();
+		}
+	}
+	if (argc - optind != 2)
+		usage();
+	for (j = 0; j < nonly; j++) {
+		for (i = 0; i < ARRAY_SIZE(cases); i++)
+			if (!strcmp(only[j], cases[i].name))
+				break;
+		if (i == ARRAY_SIZE(cases)) {
+			fprintf(stderr, "userq-check: no case %s (-l lists them)\n",
+				only[j]);
+			return EXIT_USAGE;
+		}
+	}
+	ng_path = argv[optind];
+	blk_path = argv[optind + 1];
+	ret = open_ng(ng_path);
+	if (ret)
+		return ret;
+	blk_fd = open(blk_path, O_RDWR | O_DIRECT);
+	if (blk_fd < 0) {
+		fprintf(stderr, "userq-check: %s: %s\n", blk_path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (ioctl(blk_fd, BLKSSZGET, &bs) || bs != LBA) {
+		fprintf(stderr, "userq-check: %s: want %d-byte LBAs\n", blk_path, LBA);
+		return EXIT_FAIL;
+	}
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		bool run = !nonly;
+
+		for (j = 0; j < nonly; j++)
+			run |= !strcmp(only[j], cases[i].name);
+		if (!run)
+			continue;
+		why[0] = 0;
+		/*
+		 * A closed ring gives its queue back from a workqueue: let
+		 * the previous case's rings go before counting queues.
+		 */
+		if (!sysfs_wait("user_queues_attached", 0, 10)) {
+			printf("%s: FAIL: queues still attached before it\n",
+			       cases[i].name);
+			status = EXIT_FAIL;
+			continue;
+		}
+		if (cases[i].fn()) {
+			printf("%s: ok\n", cases[i].name);
+		} else {
+			printf("%s: FAIL: %s\n", cases[i].name, why);
+			status = EXIT_FAIL;
+		}
+		fflush(stdout);
+	}
+	return status;
+}
