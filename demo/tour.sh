@@ -95,26 +95,34 @@ measure() {
 	IOPS=$(/usr/bin/python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["iops"]))' "$json")
 }
 
+# ab LABEL A B A_ARGS B_ARGS: iobench with A_ARGS (named A) and B_ARGS
+# (named B), two 3 s runs a side, interleaved; a summary row with the mean
+# IOPS of each and B/A.
+ab() {
+	local label=$1 an=$2 bn=$3 i a=() b=() ma mb
+	for i in 1 2; do
+		# shellcheck disable=SC2086 # an argument list
+		measure $4
+		a+=("$IOPS")
+		# shellcheck disable=SC2086
+		measure $5
+		b+=("$IOPS")
+	done
+	ma=$(( (a[0] + a[1]) / 2 )) mb=$(( (b[0] + b[1]) / 2 ))
+	if [ "$ma" -gt 0 ] && [ "$mb" -gt 0 ]; then
+		row "$label" "$an $ma, $bn $mb IOPS: $(awk -v a="$mb" -v b="$ma" 'BEGIN{printf "%.2fx", a/b}')"
+	else
+		fail "$label" "no result"
+	fi
+}
+
 # compare LABEL BLOCKDEV CHARDEV: block path vs passthrough, 4 KiB random
-# reads, 3 s per run, two runs each interleaved, at QD1 and at depth 8.
+# reads, at QD1 and at depth 8.
 compare() {
-	local label=$1 bdev=$2 cdev=$3 cfg i b p
+	local label=$1 bdev=$2 cdev=$3 cfg
 	for cfg in "-d1 -s1 -c1" "-d8 -s4 -c4"; do
-		local blk=() pt=()
-		for i in 1 2; do
-			# shellcheck disable=SC2086
-			measure -b4096 $cfg -p0 -B0 -F1 -O1 -r3 "$bdev"
-			blk+=("$IOPS")
-			# shellcheck disable=SC2086
-			measure -b4096 $cfg -p0 -B0 -F1 -u1 -r3 "$cdev"
-			pt+=("$IOPS")
-		done
-		b=$(( (blk[0] + blk[1]) / 2 )) p=$(( (pt[0] + pt[1]) / 2 ))
-		if [ "$b" -gt 0 ] && [ "$p" -gt 0 ]; then
-			row "$label $cfg" "block $b, passthru $p IOPS: $(awk -v a="$p" -v b="$b" 'BEGIN{printf "%.2fx", a/b}')"
-		else
-			fail "$label $cfg" "no result"
-		fi
+		ab "$label $cfg" block passthru "-b4096 $cfg -p0 -B0 -F1 -O1 -r3 $bdev" \
+			"-b4096 $cfg -p0 -B0 -F1 -u1 -r3 $cdev"
 	done
 }
 
@@ -146,19 +154,8 @@ if [ ! -x "$IOBENCH" ] || ! _find_nvme_pci; then
 	fail "NVMe user queue" "no iobench or no NVMe namespace"
 elif [ "$(cat "$uq_sys/user_queues" 2>/dev/null || echo 0)" -gt 0 ]; then
 	echo "$uq_sys: $(cat "$uq_sys/user_queues") user queues, $(cat "$uq_sys/user_queues_attached") attached"
-	k0=() k1=()
-	for i in 1 2; do
-		measure -b512 -d64 -c2 -s2 -p1 -F1 -B1 -u1 -k0 -r3 "$NVME_NG"
-		k0+=("$IOPS")
-		measure -b512 -d64 -c2 -s2 -p1 -F1 -B1 -u1 -k1 -r3 "$NVME_NG"
-		k1+=("$IOPS")
-	done
-	b=$(( (k0[0] + k0[1]) / 2 )) p=$(( (k1[0] + k1[1]) / 2 ))
-	if [ "$b" -gt 0 ] && [ "$p" -gt 0 ]; then
-		row "NVMe user queue -d64 -s2 -c2" "-k0 $b, -k1 $p IOPS: $(awk -v a="$p" -v b="$b" 'BEGIN{printf "%.2fx", a/b}')"
-	else
-		fail "NVMe user queue" "no result"
-	fi
+	rfc="-b512 -d64 -c2 -s2 -p1 -F1 -B1 -u1 -r3"
+	ab "NVMe user queue -d64 -s2 -c2" -k0 -k1 "$rfc -k0 $NVME_NG" "$rfc -k1 $NVME_NG"
 else
 	fail "NVMe user queue" "$uq_sys has no user queues (nvme.user_queues=N)"
 fi

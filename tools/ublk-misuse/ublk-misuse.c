@@ -35,11 +35,8 @@
 #include <liburing.h>
 #include <linux/ublk_cmd.h>
 
-#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
-#define EXIT_PASS	0
-#define EXIT_FAIL	1
-#define EXIT_USAGE	2
-#define EXIT_SKIP	77
+#include "tool.h"
+
 #define DEPTH		4
 #define MAX_IO		(64 << 10)
 #define DEV_SIZE	(1 << 20)

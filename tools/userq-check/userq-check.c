@@ -38,6 +38,8 @@
 #include <linux/fs.h>
 #include <linux/nvme_ioctl.h>
 
+#include "tool.h"
+
 #ifndef IORING_URING_CMD_USER_QUEUE
 #define IORING_URING_CMD_USER_QUEUE	(1U << 8)
 #endif
@@ -46,11 +48,6 @@
 #define NVME_URING_CMD_UQ_DETACH	_IO('N', 0x91)
 #endif
 
-#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
-#define EXIT_PASS	0
-#define EXIT_FAIL	1
-#define EXIT_USAGE	2
-#define EXIT_SKIP	77
 #define NVME_CMD_WRITE	0x01
 #define NVME_CMD_READ	0x02
 #define LBA		512	/* the test namespace's LBA size, checked */

@@ -70,16 +70,12 @@
 #include <liburing.h>
 
 #include "rng.h"
+#include "tool.h"
 
 #ifndef IORING_URING_CMD_FIXED
 #define IORING_URING_CMD_FIXED	(1U << 0)
 #endif
 
-#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
-#define EXIT_PASS	0
-#define EXIT_FAIL	1
-#define EXIT_USAGE	2
-#define EXIT_SKIP	77
 #define SECTOR		512ULL
 #define WAIT_MS		20000	/* longest a command may take, TCG included */
 
