@@ -11,6 +11,9 @@
  *                                           queue for SECONDS, while the
  *                                           caller resets or removes the
  *                                           controller
+ *   userq-check stall NG BLOCKDEV FAST_NG   commands that time out on a
+ *                                           throttled namespace (vm/run's
+ *                                           nsid 2)
  *
  * NG is the namespace's generic char device (/dev/ngXnY), BLOCKDEV its
  * block device. One line per case: "CASE: ok" or "CASE: FAIL: why". The
@@ -695,6 +698,209 @@ static bool case_exit_inflight(void)
 	       fail("queue still attached 20 s after its ring's task exited");
 }
 
+/* Write @val to @attr of the debugfs directory @dir. */
+static bool write_attr(const char *dir, const char *attr, const char *val)
+{
+	char path[256];
+	bool ok;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, attr);
+	f = fopen(path, "w");
+	if (!f)
+		return false;
+	ok = fputs(val, f) >= 0;
+	return !fclose(f) && ok;
+}
+
+/* The namespace's fault_inject attributes back to their defaults. */
+static void inject_off(const char *dir)
+{
+	write_attr(dir, "probability", "0");
+	write_attr(dir, "times", "1");
+	write_attr(dir, "status", "0x1");
+	write_attr(dir, "dont_retry", "0");
+	write_attr(dir, "verbose", "2");
+}
+
+/*
+ * The namespace's injected status reaches the CQE on the user queue, as it
+ * does on the normal path, and stops when its count is used up.
+ * Unrecovered Read Error (SCT 2, SC 0x81) with DNR.
+ */
+#define INJECTED	(0x4000 | 0x281)
+static bool case_inject(void)
+{
+	const char *base = strrchr(blk_path, '/');
+	void *w = xalloc(4096), *r = xalloc(4096);
+	struct io_uring ring;
+	char dir[128];
+	long cmds;
+	bool ok = false;
+	int uq_ret, normal_ret, after_ret;
+
+	snprintf(dir, sizeof(dir), "/sys/kernel/debug/%s/fault_inject",
+		 base ? base + 1 : blk_path);
+	if (access(dir, W_OK)) {
+		free(w);
+		free(r);
+		return fail("no %s: needs debugfs and CONFIG_FAULT_INJECTION_DEBUG_FS",
+			    dir);
+	}
+	fill(w, 4096, 41);
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false) ||
+	    do_io(&ring, true, 6 << 20, w, 4096, true, -1)) {
+		fail("setup, attach or the first write failed");
+		goto out;
+	}
+	/* Two failures: one on the user queue, one on the normal path. */
+	if (!write_attr(dir, "status", "0x281") ||
+	    !write_attr(dir, "dont_retry", "1") ||
+	    !write_attr(dir, "verbose", "0") ||
+	    !write_attr(dir, "interval", "1") ||
+	    !write_attr(dir, "times", "2") ||
+	    !write_attr(dir, "probability", "100")) {
+		fail("cannot configure %s", dir);
+		goto out;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	uq_ret = do_io(&ring, false, 6 << 20, r, 4096, true, -1);
+	if (sysfs_num("user_queue_cmds") != cmds + 1) {
+		fail("the read with the flag did not go on the user queue");
+		goto out;
+	}
+	normal_ret = do_io(&ring, false, 6 << 20, r, 4096, false, -1);
+	memset(r, 0, 4096);
+	after_ret = do_io(&ring, false, 6 << 20, r, 4096, true, -1);
+	if (uq_ret != INJECTED)
+		fail("user queue read: %#x, want the injected %#x", uq_ret, INJECTED);
+	else if (normal_ret != INJECTED)
+		fail("normal path read: %#x, want the injected %#x", normal_ret,
+		     INJECTED);
+	else if (after_ret || memcmp(w, r, 4096))
+		fail("read after the injections: %d, or wrong data", after_ret);
+	else
+		ok = true;
+out:
+	inject_off(dir);
+	io_uring_queue_exit(&ring);
+	free(w);
+	free(r);
+	return ok;
+}
+
+/*
+ * Attach on a fresh ring, retrying while closed rings still give their
+ * queues back from a workqueue.
+ */
+static int attach_retry(struct io_uring *ring, int fd, bool fixed)
+{
+	int i, ret = -EBUSY;
+
+	for (i = 0; i < 100 && ret == -EBUSY; i++) {
+		ret = uq_op(ring, fd, NVME_URING_CMD_UQ_ATTACH, fixed);
+		if (ret == -EBUSY)
+			usleep(50000);
+	}
+	return ret;
+}
+
+#define LOOPS	64
+/*
+ * Open, attach, I/O, detach (or not) and close, over and over, in every
+ * order a ring can end: explicit detach, ring exit with the queue
+ * attached, ring exit with a read in flight; plain and registered files
+ * and buffers, in sizes that take the inline page array, an allocated
+ * one and a PRP list; and attach/detach on one ring. Run under kmemleak,
+ * a leak of any of them shows.
+ */
+static bool case_loop(void)
+{
+	static const uint32_t sizes[] = { 4096, 12288, 65536 };
+	long base = sysfs_num("user_queues_attached");
+	long cmds = sysfs_num("user_queue_cmds");
+	char *buf = xalloc(2 * 65536);
+	struct iovec iov = { buf, 2 * 65536 };
+	struct io_uring ring;
+	bool ok = false;
+	int i, fd, ret;
+
+	for (i = 0; i < LOOPS; i++) {
+		bool fixed = i & 1;
+		uint32_t len = sizes[i % ARRAY_SIZE(sizes)];
+
+		fd = open(ng_path, O_RDWR);
+		if (fd < 0 || ring_setup(&ring, true)) {
+			fail("open or ring setup %d failed", i);
+			goto out;
+		}
+		if (fixed && (io_uring_register_files(&ring, &fd, 1) ||
+			      io_uring_register_buffers(&ring, &iov, 1))) {
+			fail("file or buffer registration %d failed", i);
+			goto out_ring;
+		}
+		ret = attach_retry(&ring, fixed ? 0 : fd, fixed);
+		if (ret) {
+			fail("attach %d: %s", i, strerror(-ret));
+			goto out_ring;
+		}
+		/* through ng_fd: the attach's file may be another open */
+		ret = do_io(&ring, i & 2, 5 << 20, buf, len, true,
+			    fixed ? 0 : -1);
+		if (ret) {
+			fail("I/O %d: %d", i, ret);
+			goto out_ring;
+		}
+		switch (i % 3) {
+		case 0:
+			ret = uq_op(&ring, fixed ? 0 : fd, NVME_URING_CMD_UQ_DETACH,
+				    fixed);
+			if (ret) {
+				fail("detach %d: %s", i, strerror(-ret));
+				goto out_ring;
+			}
+			break;
+		case 1:
+			/* exit with a read in flight */
+			queue_io(&ring, false, 5 << 20, buf + 65536, len, true,
+				 fixed ? 0 : -1, 2);
+			io_uring_submit(&ring);
+			break;
+		}
+		io_uring_queue_exit(&ring);
+		close(fd);
+	}
+	if (ring_setup(&ring, true)) {
+		fail("ring setup failed");
+		goto out;
+	}
+	for (i = 0; i < LOOPS; i++) {
+		ret = attach_retry(&ring, ng_fd, false);
+		if (!ret)
+			ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_DETACH, false);
+		if (ret) {
+			fail("attach/detach %d on one ring: %s", i, strerror(-ret));
+			io_uring_queue_exit(&ring);
+			goto out;
+		}
+	}
+	io_uring_queue_exit(&ring);
+	if (!sysfs_wait("user_queues_attached", base, 20))
+		fail("queues still attached 20 s after the last ring closed");
+	else if (sysfs_num("user_queue_cmds") < cmds + LOOPS)
+		fail("the loop's I/O did not go on user queues");
+	else
+		ok = true;
+	goto out;
+out_ring:
+	io_uring_queue_exit(&ring);
+	close(fd);
+out:
+	free(buf);
+	return ok;
+}
+
 struct ucase {
 	const char *name;
 	bool (*fn)(void);
@@ -716,6 +922,8 @@ static const struct ucase cases[] = {
 	{ "batch", case_batch, "32 writes in one submission, verified" },
 	{ "detach-inflight", case_detach_inflight, "detach with 32 reads in flight" },
 	{ "exit-inflight", case_exit_inflight, "the ring's task exits with 63 reads in flight" },
+	{ "inject", case_inject, "an injected NVMe status (fault_inject) on both paths" },
+	{ "loop", case_loop, "open/attach/I/O/detach/close loops, every way a ring ends" },
 };
 
 /* ---- storm: verified I/O while the controller is reset or removed ---- */
@@ -811,6 +1019,155 @@ static int storm(int secs)
 	return mismatches || dups || lost || !ok_ios ? EXIT_FAIL : EXIT_PASS;
 }
 
+/*
+ * A command that times out, on NG, a namespace whose reads the device
+ * model throttles to 4 KiB/s (vm/run's nsid 2): a direct read of
+ * STALL_PRIME bytes passes at once and fills the throttle's bucket, so the
+ * next read waits about STALL_PRIME / 4 KiB seconds in the device, far
+ * past its 100 ms timeout_ms. The queue's timeout work must reset the
+ * controller, and the reset ends the command (QEMU lifts the throttle to
+ * drain it): once, with -EINTR or with what the controller posted, and
+ * within STALL_LIMIT s, long before the device would have finished it. The
+ * caller checks the kernel log for the timeouts.
+ *  1. The ring's task exits with such a command in flight: the ring must
+ *     still be freed and its queue go back.
+ *  2. A ring waits for such a command; then it still owns its queue
+ *     after the reset and reads on it (on FAST_NG, the unthrottled
+ *     namespace 1, not to wait for the bucket again).
+ */
+#define STALL_TIMEOUT_MS	100
+#define STALL_PRIME		32768	/* 8 s at 4 KiB/s */
+#define STALL_LIMIT		5
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One 4 KiB read on the user queue that waits behind a full bucket. */
+static void queue_stalled_read(struct io_uring *ring, void *buf, uint64_t ud)
+{
+	struct io_uring_sqe *sqe;
+
+	/* Waits for the bucket to empty, passes, and leaves it full. */
+	if (pread(blk_fd, buf, STALL_PRIME, 0) != STALL_PRIME) {
+		fprintf(stderr, "stall: priming read of %s: %s\n", blk_path,
+			strerror(errno));
+		exit(EXIT_FAIL);
+	}
+	sqe = queue_io(ring, false, 1 << 20, buf, 4096, true, -1, ud);
+	((struct nvme_uring_cmd *)sqe->cmd)->timeout_ms = STALL_TIMEOUT_MS;
+}
+
+static int stall(const char *fast_ng)
+{
+	long base = sysfs_num("user_queues_attached"), cmds;
+	void *buf = xalloc(STALL_PRIME);
+	struct io_uring_cqe *cqe;
+	struct io_uring ring;
+	int status, ret, fast_fd;
+	double t0, took;
+	pid_t pid;
+
+	/* 1. The task exits with a stalled command: its ring must still go. */
+	pid = fork();
+	if (pid == 0) {
+		if (ring_setup(&ring, true) ||
+		    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false))
+			_exit(3);
+		queue_stalled_read(&ring, buf, 1);
+		io_uring_submit(&ring);
+		_exit(0);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status)) {
+		printf("stall: FAIL: the child failed to attach or submit\n");
+		return EXIT_FAIL;
+	}
+	t0 = now();
+	if (!sysfs_wait("user_queues_attached", base, 60)) {
+		printf("stall: FAIL: the ring of an exited task kept its queue for 60 s\n");
+		return EXIT_FAIL;
+	}
+	took = now() - t0;
+	printf("stall: the exited task's ring let go of its queue after %.1f s\n",
+	       took);
+	if (took > STALL_LIMIT) {
+		printf("stall: FAIL: after %.1f s: its command was not ended by a reset\n",
+		       took);
+		return EXIT_FAIL;
+	}
+
+	/* 2. A ring waits for a stalled command, then reads again. */
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fprintf(stderr, "stall: setup or attach failed\n");
+		return EXIT_FAIL;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	queue_stalled_read(&ring, buf, 1);
+	t0 = now();
+	/* A hang here is a failure: the caller's timeout ends it. */
+	ret = wait_one(&ring, NULL);
+	took = now() - t0;
+	printf("stall: the read ended with %d (%s) after %.1f s\n", ret,
+	       ret < 0 ? strerror(-ret) : ret ? "NVMe status" :
+	       "posted by the controller as the reset drained it", took);
+	if (took * 1000 < STALL_TIMEOUT_MS) {
+		printf("stall: FAIL: it ended before its timeout: is %s throttled?\n",
+		       ng_path);
+		return EXIT_FAIL;
+	}
+	if (took > STALL_LIMIT) {
+		printf("stall: FAIL: it ended after %.1f s, as the device finished it: no reset ended it\n",
+		       took);
+		return EXIT_FAIL;
+	}
+	if (sysfs_num("user_queue_cmds") != cmds + 1) {
+		printf("stall: FAIL: the read was not on the user queue\n");
+		return EXIT_FAIL;
+	}
+	/* Exactly one CQE: nothing more may come for it. */
+	usleep(500000);
+	if (!io_uring_peek_cqe(&ring, &cqe)) {
+		printf("stall: FAIL: a second completion (res %d) came\n",
+		       cqe->res);
+		return EXIT_FAIL;
+	}
+	/* The queue came back with the controller, still this ring's. */
+	if (!sysfs_wait("user_queues_attached", base + 1, 30)) {
+		printf("stall: FAIL: the ring lost its queue across the reset\n");
+		return EXIT_FAIL;
+	}
+	fast_fd = open(fast_ng, O_RDWR);
+	if (fast_fd < 0) {
+		fprintf(stderr, "stall: %s: %s\n", fast_ng, strerror(errno));
+		return EXIT_FAIL;
+	}
+	/* queue_io() issues on ng_fd and nsid: namespace 1's for this one */
+	ng_fd = fast_fd;
+	nsid = ioctl(fast_fd, NVME_IOCTL_ID);
+	cmds = sysfs_num("user_queue_cmds");
+	ret = do_io(&ring, false, 2 << 20, buf, 4096, true, -1);
+	if (ret || sysfs_num("user_queue_cmds") != cmds + 1) {
+		printf("stall: FAIL: a read after the reset: %d, or not on the user queue\n",
+		       ret);
+		return EXIT_FAIL;
+	}
+	io_uring_queue_exit(&ring);
+	if (!sysfs_wait("user_queues_attached", base, 20)) {
+		printf("stall: FAIL: queue still attached after its ring closed\n");
+		return EXIT_FAIL;
+	}
+	close(fast_fd);
+	free(buf);
+	printf("stall: ok\n");
+	return EXIT_PASS;
+}
+
 /* ---- main ----------------------------------------------------------- */
 
 static void usage(void)
@@ -818,6 +1175,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: userq-check [-c CASE]... /dev/ngXnY /dev/nvmeXnY\n"
 		"       userq-check storm SECONDS /dev/ngXnY\n"
+		"       userq-check stall /dev/ngXnY /dev/nvmeXnY /dev/ngXnZ\n"
 		"       userq-check -l\n");
 	exit(EXIT_USAGE);
 }
@@ -861,6 +1219,20 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "storm")) {
 		ret = open_ng(argv[3]);
 		return ret ? ret : storm(atoi(argv[2]));
+	}
+	if (argc == 5 && !strcmp(argv[1], "stall")) {
+		ng_path = argv[2];
+		ret = open_ng(ng_path);
+		if (ret)
+			return ret;
+		blk_path = argv[3];
+		blk_fd = open(blk_path, O_RDONLY | O_DIRECT);
+		if (blk_fd < 0) {
+			fprintf(stderr, "userq-check: %s: %s\n", blk_path,
+				strerror(errno));
+			return EXIT_FAIL;
+		}
+		return stall(argv[4]);
 	}
 	while ((opt = getopt(argc, argv, "c:l")) != -1) {
 		switch (opt) {
