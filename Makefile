@@ -4,6 +4,7 @@
 #   make demo            set up, build the perf kernel, boot it, run the tour
 #   make test            set up, build the debug kernel, run the test suite
 #   make bench B=NAME    benchmark scenario NAME (make bench lists them)
+#   make bench-insn      guest instructions per I/O of B=userq's two paths
 #   make shell [K=debug] interactive guest with the same devices
 #   make lint            checkpatch --strict, shellcheck, tools with -Werror
 #   make series-check    every patch builds on its own, no new sparse/W=1 warnings
@@ -13,13 +14,13 @@ K ?= perf
 T ?=
 export FASTPATH_BUILD := $(CURDIR)/build
 
-.PHONY: all demo test bench shell lint setup prepare kernel-perf kernel-debug \
+.PHONY: all demo test bench bench-insn insn-profile shell lint setup prepare kernel-perf kernel-debug \
 	tools series-check series-export src-reset clean help
 
 all: help
 
 help:
-	@sed -n '4,10p' Makefile | sed 's/^# *//'
+	@sed -n '4,11p' Makefile | sed 's/^# *//'
 
 setup:
 	@scripts/setup.sh
@@ -44,6 +45,14 @@ test: tools-debug
 
 bench: tools-perf
 	@scripts/bench.sh $(B)
+
+# The QEMU plugin runs on the host, so it is not one of tools/.
+insn-profile:
+	@$(MAKE) -s -C bench/insn-profile O=$(CURDIR)/build/insn-profile
+
+# Only the userq scenario has an instruction profile (bench/insn-userq.sh).
+bench-insn: tools-perf insn-profile
+	@$(if $(filter-out userq,$(B)),$(error bench-insn: only B=userq is supported),)scripts/bench-insn.sh
 
 shell: tools-$(K)
 	@vm/run -i -k $(K) -p $(if $(P),$(P),test)

@@ -43,6 +43,8 @@ hdr=$BUILD/lint-hdr
 make -s -C "$BUILD/src/linux" O="$hdr/obj" INSTALL_HDR_PATH="$hdr" headers_install > /dev/null ||
 	die "lint: headers_install from build/src/linux failed"
 make -s -C "$REPO/tools" O="$BUILD/lint-tools" KHDR="$hdr/include" > /dev/null || fail=1
+# The QEMU plugin of make bench-insn, a host-side shared object.
+make -s -C "$REPO/bench/insn-profile" O="$BUILD/lint-tools" > /dev/null || fail=1
 
 if [ $fail = 0 ]; then step "lint: clean"; else step "lint: FAILED"; fi
 exit $fail
