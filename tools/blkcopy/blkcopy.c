@@ -43,6 +43,8 @@
 #include <sys/sysmacros.h>
 #include <linux/fs.h>
 
+#include "tool.h"
+
 /*
  * From include/uapi/linux/fs.h of the copy-offload topic; defined here too so
  * that blkcopy builds against older headers (such a kernel then fails the
@@ -292,14 +294,6 @@ static void check_range(const struct bdev *b, const char *what, uint64_t off,
 	if (off > b->size || len > b->size - off)
 		fail("%s: %s range %" PRIu64 "+%" PRIu64 " extends past the end of the device (%" PRIu64 " bytes)",
 		     b->path, what, off, len, b->size);
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 struct progress {

@@ -1039,14 +1039,6 @@ static int storm(int secs)
 #define STALL_PRIME		32768	/* 8 s at 4 KiB/s */
 #define STALL_LIMIT		5
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* One 4 KiB read on the user queue that waits behind a full bucket. */
 static void queue_stalled_read(struct io_uring *ring, void *buf, uint64_t ud)
 {
