@@ -35,6 +35,18 @@ while read -r t; do
 	echo "$t failed" >> "$out/results.txt"
 done < "$out/plan.txt"
 
+# Where the minutes went: the ten slowest tests, each group's total, and
+# what the guest spent outside the tests (boot, kmemleak scans, runner).
+if [ -s "$out/times.txt" ]; then
+	echo "slowest tests (seconds):"
+	sort -k2,2nr "$out/times.txt" | head -n 10 | awk '{ printf "  %-14s %5d\n", $1, $2 }'
+	printf 'groups (seconds):'
+	awk '{ split($1, g, "/"); t[g[1]] += $2 } END { for (k in t) print k, t[k] }' \
+		"$out/times.txt" | sort -k2,2nr | awk '{ printf " %s %d", $1, $2 }'
+	echo
+	echo "tests took $(awk '{ s += $2 } END { print s }' "$out/times.txt") s of this run's $SECONDS s" \
+		"(the rest: build check, boot, kmemleak scans between tests)"
+fi
 passed=$(grep -c ' passed$' "$out/results.txt" || true)
 failed=$(grep -c ' failed$' "$out/results.txt" || true)
 skipped=$(grep -c ' skipped$' "$out/results.txt" || true)

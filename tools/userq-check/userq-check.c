@@ -73,13 +73,11 @@ static bool fail(const char *fmt, ...)
 	return false;
 }
 
-static long sysfs_num(const char *attr)
+static long sysfs_read_num(const char *path)
 {
-	char path[192];
 	long v = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/%s", sysdir, attr);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
@@ -87,6 +85,34 @@ static long sysfs_num(const char *attr)
 		v = -1;
 	fclose(f);
 	return v;
+}
+
+/* A number attribute of the controller, -1 when it cannot be read. */
+static long sysfs_num(const char *attr)
+{
+	char path[192];
+
+	snprintf(path, sizeof(path), "%s/%s", sysdir, attr);
+	return sysfs_read_num(path);
+}
+
+/*
+ * The largest command the namespace takes, up to MAX_XFER: the controller's
+ * MDTS, cut by the DMA layer's optimal mapping size (128 KiB behind an
+ * IOMMU, where nvme-pci lowers max_hw_sectors to what the IOVA cache keeps).
+ */
+static uint32_t max_xfer(void)
+{
+	const char *base = strrchr(blk_path, '/');
+	char path[192];
+	long kb;
+
+	snprintf(path, sizeof(path), "/sys/class/block/%s/queue/max_hw_sectors_kb",
+		 base ? base + 1 : blk_path);
+	kb = sysfs_read_num(path);
+	if (kb <= 0 || kb > MAX_XFER >> 10)
+		return MAX_XFER;
+	return (uint32_t)kb << 10;
 }
 
 /* Until @attr reads @want, for at most @secs seconds. */
@@ -462,9 +488,10 @@ static bool case_xfer(void)
 	 * boundary), a PRP list (64 KiB, 8.5 KiB) and the largest the queue
 	 * takes.
 	 */
-	static const struct { uint32_t len, boff; } sizes[] = {
+	const uint32_t max = max_xfer();
+	const struct { uint32_t len, boff; } sizes[] = {
 		{ 4096, 0 }, { 8192, 0 }, { 4096, 512 }, { 65536, 0 },
-		{ 8192 + 512, 0 }, { MAX_XFER - 4096, 2048 }, { MAX_XFER, 0 },
+		{ 8192 + 512, 0 }, { max - 4096, 2048 }, { max, 0 },
 	};
 	long cmds = sysfs_num("user_queue_cmds");
 	struct io_uring ring;
@@ -473,8 +500,8 @@ static bool case_xfer(void)
 	bool ok = true;
 	int ret;
 
-	iov.iov_len = MAX_XFER;
-	iov.iov_base = xalloc(MAX_XFER);	/* every size above fits */
+	iov.iov_len = max;
+	iov.iov_base = xalloc(max);	/* every size above fits */
 	if (ring_setup(&ring, true) || io_uring_register_buffers(&ring, &iov, 1))
 		return fail("ring setup failed");
 	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
