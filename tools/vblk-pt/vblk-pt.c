@@ -1259,6 +1259,7 @@ static int cmd_stress(const char *chr, bool polled, unsigned int seconds,
 	unsigned int inflight = 0;
 	bool stopping = false, announced = false;
 	struct io_uring_cqe *cqe;
+	unsigned int *free_slot, nr_free = qd, i;
 	char *buf;
 	struct vring r;
 	int fd, ret, first_err = 0;
@@ -1266,19 +1267,29 @@ static int cmd_stress(const char *chr, bool polled, unsigned int seconds,
 	fd = open_or_die(chr, O_RDWR);
 	vring_init_or_die(&r, qd, IORING_SETUP_SQE128 |
 			  (polled ? IORING_SETUP_IOPOLL : 0));
+	/*
+	 * A 4 KiB slot of its own for each command in flight: two reads DMAing
+	 * into the same buffer at once race (DMA API debugging reports the
+	 * overlapping mappings), and no application should do that.
+	 */
 	buf = xalloc((size_t)qd * 4096);
+	free_slot = xalloc(qd * sizeof(*free_slot));
+	for (i = 0; i < qd; i++)
+		free_slot[i] = i;
 
 	for (;;) {
 		if (!stopping && now_ms() > deadline)
 			stopping = true;
 		while (!stopping && inflight < qd) {
+			unsigned int slot = free_slot[--nr_free];
 			struct io_uring_sqe *sqe = cmd_sqe(&r, fd, VIRTIO_BLK_URING_CMD_IO,
-							   inflight);
+							   slot);
 			struct virtio_blk_uring_cmd *c = sqe_cmd(sqe);
 
 			c->type = write ? VIRTIO_BLK_T_OUT : VIRTIO_BLK_T_IN;
 			c->sector = (off >> 9) + rng_below(&rng, 16384) * 8;
-			c->data = (uintptr_t)buf;	/* contents do not matter */
+			/* contents do not matter */
+			c->data = (uintptr_t)(buf + (size_t)slot * 4096);
 			c->data_len = 4096;
 			inflight++;
 			submitted++;
@@ -1308,12 +1319,17 @@ static int cmd_stress(const char *chr, bool polled, unsigned int seconds,
 			first_err = cqe->res;
 		if (cqe->res)
 			stopping = true;
+		if (cqe->user_data >= qd || nr_free >= qd)
+			fail("stress: a completion for slot %llu, which is not in flight",
+			     (unsigned long long)cqe->user_data);
+		free_slot[nr_free++] = (unsigned int)cqe->user_data;
 		io_uring_cqe_seen(&r.ring, cqe);
 		inflight--;
 	}
 	/* The ring and file are closed with the device possibly gone. */
 	io_uring_queue_exit(&r.ring);
 	close(fd);
+	free(free_slot);
 	free(buf);
 	printf("stress: %lu submitted, %lu ok, %lu ENODEV, %lu EIO, %lu other (first error %s)\n",
 	       submitted, ok, nodev, eio, other, errname(first_err));
