@@ -407,36 +407,28 @@ elif UQ_SYS=/sys/class/nvme/${NVME_CTRL#/dev/} && [ "$(uq_num user_queues 2>/dev
 else
 	echo "${NVME_CTRL#/dev/}: $(uq_num user_queues) user queues, $(uq_num user_queues_attached) attached, user_queue_cmds $(uq_num user_queue_cmds)"
 
-	# userq-check's xfer case would check both directions, but it wants
-	# 512 KiB transfers, more than the controller takes behind an IOMMU
-	# (max_hw_sectors_kb 128 in the debug guest): its batch case works
-	# everywhere.
-	check="userq-check batch: 32 x 4 KiB writes in one submission, read via ${NVME_DEV#/dev/}"
-	before=$(uq_num user_queue_cmds)
-	if "$TOOLS/userq-check" -c batch "$NVME_NG" "$NVME_DEV"; then
-		delta=$(($(uq_num user_queue_cmds) - before))
-		if [ "$delta" = 32 ]; then
-			row "$step" "$check" "data equal; user_queue_cmds +$delta (all 32 on the queue)"
-		else
-			fail "$step" "$check" "user_queue_cmds +$delta, want 32"
+	# uq_run CHECK WANT SEEN CMD...: CMD succeeds and user_queue_cmds
+	# grows by exactly WANT (every command went on the queue)
+	uq_run() {
+		local check=$1 want=$2 seen=$3 before delta
+		shift 3
+		before=$(uq_num user_queue_cmds)
+		if ! "$@"; then
+			fail "$step" "$check" "${1##*/} ${*:2:2} failed"
+			return
 		fi
-	else
-		fail "$step" "$check" "userq-check -c batch failed"
-	fi
-
-	check="iobench -k1 -v: 2048 x 4 KiB written, read back, compared"
+		delta=$(($(uq_num user_queue_cmds) - before))
+		if [ "$delta" = "$want" ]; then
+			row "$step" "$check" "$seen; user_queue_cmds +$delta (all $want on the queue)"
+		else
+			fail "$step" "$check" "user_queue_cmds +$delta, want $want"
+		fi
+	}
+	uq_run "userq-check batch: 32 x 4 KiB writes in one submission, read via ${NVME_DEV#/dev/}" \
+		32 "data equal" "$TOOLS/userq-check" -c batch "$NVME_NG" "$NVME_DEV"
 	_wait_for 10 uq_idle || echo "tour: queues still attached" >&2
-	before=$(uq_num user_queue_cmds)
-	if "$IOBENCH" -k1 -u1 -p1 -B1 -F1 -b4096 -d16 -s8 -c8 -v -L2048 "$NVME_NG"; then
-		delta=$(($(uq_num user_queue_cmds) - before))
-		if [ "$delta" = 4096 ]; then
-			row "$step" "$check" "verify OK; user_queue_cmds +$delta (all 4096 on the queue)"
-		else
-			fail "$step" "$check" "user_queue_cmds +$delta, want 4096"
-		fi
-	else
-		fail "$step" "$check" "iobench -k1 -v failed"
-	fi
+	uq_run "iobench -k1 -v: 2048 x 4 KiB written, read back, compared" 4096 "verify OK" \
+		"$IOBENCH" -k1 -u1 -p1 -B1 -F1 -b4096 -d16 -s8 -c8 -v -L2048 "$NVME_NG"
 
 	echo "Smoke run: -k0 (ng via blk-mq) vs -k1 (user queue), 512 B randread, polled, 2 x 3 s a side interleaved; numbers: make bench B=userq"
 	_wait_for 10 uq_idle || echo "tour: queues still attached" >&2
