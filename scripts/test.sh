@@ -51,5 +51,11 @@ passed=$(grep -c ' passed$' "$out/results.txt" || true)
 failed=$(grep -c ' failed$' "$out/results.txt" || true)
 skipped=$(grep -c ' skipped$' "$out/results.txt" || true)
 echo "artefacts: ${out#"$REPO"/}/"
+# The failures once more, by name, right above the summary line: CI logs are
+# often read from their tail only.
+if [ "$failed" != 0 ]; then
+	[ -s "$out/failures.txt" ] && { echo "failures:"; sed 's/^/  /' "$out/failures.txt"; }
+	echo "failed: $(sed -n 's/ failed$//p' "$out/results.txt" | tr '\n' ' ')"
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ] && [ "$rc" = 0 ]
