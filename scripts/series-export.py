@@ -21,6 +21,12 @@ def git(src, *args):
 
 
 def patch_subject(path):
+    """The Subject header without its [PATCH ...] tag."""
+    subject = patch_subject_raw(path)
+    return subject and re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject)
+
+
+def patch_subject_raw(path):
     """The Subject header, unfolded (long subjects wrap onto ' ' lines)."""
     subject = None
     with open(path, errors="replace") as f:
@@ -33,7 +39,7 @@ def patch_subject(path):
                 subject = line[9:].strip()
             elif line == "\n":
                 break
-    return subject and re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject)
+    return subject
 
 
 def main():
@@ -89,8 +95,18 @@ def main():
         outdir = os.path.join(patches, topic)
         os.makedirs(outdir, exist_ok=True)
         first, last = topic_commits[0], topic_commits[-1]
+        # A topic whose cover letter is "[PATCH vN 0/M]" is at version N:
+        # its patches say so too (as format-patch -v would, but keeping
+        # the file names the series file lists).
+        prefix = "PATCH"
+        cover = os.path.join(outdir, "0000-cover-letter.patch")
+        if os.path.exists(cover):
+            m = re.match(r"\[(PATCH v\d+) 0/", patch_subject_raw(cover) or "")
+            if m:
+                prefix = m.group(1)
         names = git(src, "format-patch", "--numbered", "--no-signature", "--zero-commit",
-                    "--abbrev=12", "-o", outdir, f"{first}^..{last}").split()
+                    f"--subject-prefix={prefix}", "--abbrev=12", "-o", outdir,
+                    f"{first}^..{last}").split()
         lines += [os.path.relpath(name, patches) for name in names]
     with open(series, "w") as f:
         f.write("\n".join(lines) + "\n")
