@@ -733,6 +733,13 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 	sigset_t set;
 	int ret;
 
+	/*
+	 * The caller may be gone (Ctrl-C, a timeout) by the time the device
+	 * is live: writing to its pipe, or to its stderr before the log is
+	 * redirected, must fail with EPIPE, not kill the server of a live
+	 * device (left DEAD, or QUIESCED with its I/O hanging).
+	 */
+	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
@@ -841,7 +848,9 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 		  getpid(), dev->tgt_desc);
 	snprintf(msg, sizeof(msg), "OK %d\n", dev->info.dev_id);
 	if (write(ready, msg, strlen(msg)) < 0)
-		ublkd_log("telling the parent: %s\n", strerror(errno));
+		ublkd_log("telling ublkd %s: %s%s\n", recover ? "recover" : "add",
+			  strerror(errno), errno == EPIPE ?
+			  " (it is gone; the device is live all the same)" : "");
 	close(ready);
 	return daemon_wait(dev, &set);
 
