@@ -4,7 +4,9 @@
  * own ring.
  *
  *   -f|--file PATH  the backing file or block device (required)
- *   --size SIZE     create or resize a regular file to SIZE first
+ *   --size SIZE     create or resize a regular file to SIZE first (add
+ *                   only: recover opens the file as it is, and refuses
+ *                   one that is missing or no longer the device's size)
  *   --buffered      no O_DIRECT (it is used whenever the backing allows)
  *
  * FLUSH is fdatasync, FUA a RWF_DSYNC write, DISCARD punches a hole,
@@ -60,8 +62,11 @@ static int loop_opt(struct ublkd_dev *dev, int val, const char *arg)
 	case OPT_FILE:
 		t->path = arg;
 		return 0;
-	case OPT_SIZE:
-		return ublkd_parse_size(arg, &t->size) || !t->size ? -EINVAL : 0;
+	case OPT_SIZE: {
+		int ret = ublkd_parse_size(arg, &t->size);
+
+		return ret ? ret : t->size ? 0 : -EINVAL;
+	}
 	case OPT_BUFFERED:
 		t->buffered = true;
 		return 0;
@@ -80,7 +85,8 @@ static int loop_init(struct ublkd_dev *dev)
 		ublkd_log("loop: needs --file PATH\n");
 		return -EINVAL;
 	}
-	if (t->size)
+	/* recover opens what add made: it never creates or resizes. */
+	if (t->size && !dev->recovering)
 		flags |= O_CREAT;
 	t->fd = -1;
 	if (!t->buffered) {
@@ -89,6 +95,11 @@ static int loop_init(struct ublkd_dev *dev)
 	}
 	if (t->fd < 0)
 		t->fd = open(t->path, flags, 0644);
+	if (t->fd < 0 && errno == ENOENT && dev->recovering) {
+		ublkd_log("loop: the backing file %s is missing; recover never creates one\n",
+			  t->path);
+		return -ENOENT;
+	}
 	if (t->fd < 0) {
 		ublkd_log("loop: opening %s: %s\n", t->path, strerror(errno));
 		return -errno;
@@ -103,11 +114,12 @@ static int loop_init(struct ublkd_dev *dev)
 			return -errno;
 		}
 	} else if (S_ISREG(st.st_mode)) {
-		if (t->size && ftruncate(t->fd, t->size)) {
+		if (t->size && !dev->recovering && ftruncate(t->fd, t->size)) {
 			ublkd_log("loop: resizing %s: %s\n", t->path, strerror(errno));
 			return -errno;
 		}
-		dev->size = t->size ? t->size : (uint64_t)st.st_size;
+		dev->size = t->size && !dev->recovering ? t->size :
+			(uint64_t)st.st_size;
 	} else {
 		ublkd_log("loop: %s is neither a regular file nor a block device\n",
 			  t->path);
@@ -266,8 +278,11 @@ static void loop_deinit(struct ublkd_dev *dev)
 	close(t->fd);
 }
 
+static const int loop_path_opts[] = { 'f', OPT_FILE, 0 };
+
 const struct ublkd_tgt_ops tgt_loop = {
 	.name = "loop",
+	.path_opts = loop_path_opts,
 	.usage = "-f|--file PATH [--size SIZE] [--buffered]",
 	.opts = loop_opts,
 	.opt = loop_opt,

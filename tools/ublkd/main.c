@@ -15,6 +15,7 @@
  * /run/ublkd/N/. Exit status: 0 success, 1 failure (the message says
  * what failed), 2 bad usage.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -71,23 +72,62 @@ static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
 	exit(2);
 }
 
+/*
+ * A size: a number of bytes (decimal, or hex with 0x) with an optional
+ * binary suffix k, m, g or t, nothing around it. 0, -EINVAL when it has
+ * another form, -ERANGE when it is negative or does not fit in 64 bits
+ * (strtoull alone takes "-4096" as 2^64 - 4096, and a shift overflows).
+ */
 int ublkd_parse_size(const char *s, uint64_t *val)
 {
-	char *end;
+	unsigned int shift = 0;
 	unsigned long long v;
+	char *end;
 
+	if (*s == '-')
+		return -ERANGE;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 0);
+	if (errno == ERANGE)
+		return -ERANGE;
 	if (errno || end == s)
 		return -EINVAL;
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	case 't': case 'T': v <<= 40; end++; break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
 	}
 	if (*end)
 		return -EINVAL;
+	if (v > UINT64_MAX >> shift)
+		return -ERANGE;
+	*val = (uint64_t)v << shift;
+	return 0;
+}
+
+/*
+ * An unsigned decimal number in [min, max], nothing around it: 0, -EINVAL
+ * when it is not such a number ("5x", " 5", "+5"), -ERANGE outside.
+ */
+int ublkd_parse_uint(const char *s, unsigned long min, unsigned long max,
+		     unsigned long *val)
+{
+	unsigned long v;
+	char *end;
+
+	if (*s == '-')
+		return -ERANGE;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*end)
+		return -EINVAL;
+	if (errno == ERANGE || v < min || v > max)
+		return -ERANGE;
 	*val = v;
 	return 0;
 }
@@ -369,6 +409,77 @@ static int parse_int(const char *s, const char *what, int min, int max)
 	return v;
 }
 
+/*
+ * The absolute form of @path: realpath() when it exists, else joined to
+ * the working directory (loop --size creates the file later).
+ */
+static char *absolute_path(const char *path)
+{
+	char *abs = realpath(path, NULL), cwd[PATH_MAX];
+
+	if (abs)
+		return abs;
+	if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, path) < 0) {
+		ublkd_log("making '%s' absolute: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	return abs;
+}
+
+/*
+ * Option @val's argument @arg, somewhere in @argv, is a relative path:
+ * make it absolute in @argv as well, which save_args() stores, so that
+ * recover, run from any directory, opens the same file. Returns the
+ * absolute path.
+ */
+static char *absolute_arg(int argc, char **argv, char *arg)
+{
+	char *abs = absolute_path(arg), *joined;
+	int i;
+
+	for (i = 0; i < argc; i++) {
+		size_t len = strlen(argv[i]);
+
+		if (arg < argv[i] || arg > argv[i] + len)
+			continue;
+		if (arg == argv[i]) {
+			argv[i] = abs;
+		} else {	/* "--file=x" or "-fx" */
+			if (asprintf(&joined, "%.*s%s", (int)(arg - argv[i]),
+				     argv[i], abs) < 0)
+				exit(1);
+			argv[i] = joined;
+		}
+		break;
+	}
+	return abs;
+}
+
+static bool is_path_opt(const struct ublkd_tgt_ops *ops, int val)
+{
+	unsigned int i;
+
+	for (i = 0; ops->path_opts && ops->path_opts[i]; i++)
+		if (ops->path_opts[i] == val)
+			return true;
+	return false;
+}
+
+/* How the user spells option @val of @opts: "--name", or "-f". */
+static const char *opt_name(const struct option *opts, int val)
+{
+	static char buf[64];
+	unsigned int i;
+
+	for (i = 0; opts[i].name; i++)
+		if (opts[i].val == val) {
+			snprintf(buf, sizeof(buf), "--%s", opts[i].name);
+			return buf;
+		}
+	snprintf(buf, sizeof(buf), "-%c", val);
+	return buf;
+}
+
 /* Parse add's arguments (argv[0] is "add") into @dev. */
 static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 {
@@ -439,10 +550,19 @@ static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 		default:
 			/* -f is loop's --file, as ublksrv spells it */
 			if ((c >= 256 || c == 'f') && ops->opt) {
-				int ret = ops->opt(dev, c, optarg);
+				int ret;
+
+				if (optarg && optarg[0] != '/' && is_path_opt(ops, c))
+					optarg = absolute_arg(argc, argv, optarg);
+				ret = ops->opt(dev, c, optarg);
 
 				if (ret)
-					die_usage("bad %s target option\n", ops->name);
+					die_usage("bad %s target option %s '%s': %s\n",
+						  ops->name, opt_name(opts, c),
+						  optarg ? optarg : "",
+						  ret == -ERANGE ? (optarg && *optarg == '-' ?
+						  "negative" : "out of range") :
+						  "not a valid value");
 				break;
 			}
 			die_usage("unknown option for add -t %s\n", ops->name);
@@ -613,6 +733,13 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 	sigset_t set;
 	int ret;
 
+	/*
+	 * The caller may be gone (Ctrl-C, a timeout) by the time the device
+	 * is live: writing to its pipe, or to its stderr before the log is
+	 * redirected, must fail with EPIPE, not kill the server of a live
+	 * device (left DEAD, or QUIESCED with its I/O hanging).
+	 */
+	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
@@ -623,6 +750,12 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 	ret = dev->ops->init(dev);
 	if (ret)
 		return 1;
+	if (recover && dev->size != dev->recover_size) {
+		ublkd_log("the backend (%s) has %llu bytes, the device %llu: refusing to recover onto a resized backend\n",
+			  dev->tgt_desc, (unsigned long long)dev->size,
+			  (unsigned long long)dev->recover_size);
+		return 1;
+	}
 
 	if (!recover) {
 		struct ublksrv_ctrl_dev_info *info = &dev->info;
@@ -715,7 +848,9 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 		  getpid(), dev->tgt_desc);
 	snprintf(msg, sizeof(msg), "OK %d\n", dev->info.dev_id);
 	if (write(ready, msg, strlen(msg)) < 0)
-		ublkd_log("telling the parent: %s\n", strerror(errno));
+		ublkd_log("telling ublkd %s: %s%s\n", recover ? "recover" : "add",
+			  strerror(errno), errno == EPIPE ?
+			  " (it is gone; the device is live all the same)" : "");
 	close(ready);
 	return daemon_wait(dev, &set);
 
@@ -987,6 +1122,7 @@ static int cmd_features(int argc, char **argv)
 
 static int cmd_recover(int argc, char **argv)
 {
+	struct ublk_params params = { 0 };
 	struct ublkd_dev dev = { 0 };
 	int id, i, ret, sargc;
 	char **sargv;
@@ -1008,6 +1144,16 @@ static int cmd_recover(int argc, char **argv)
 		return 1;
 	}
 	parse_add(&dev, sargc, sargv);
+	dev.recovering = true;
+	/* The size the backend must still have. */
+	params.len = sizeof(params);
+	ret = ctrl_cmd(dev.ctrl_fd, UBLK_U_CMD_GET_PARAMS, id, &params,
+		       sizeof(params), 0);
+	if (ret) {
+		ublkd_log("device %d: GET_PARAMS: %s\n", id, strerror(-ret));
+		return 1;
+	}
+	dev.recover_size = params.basic.dev_sectors << SECTOR_SHIFT;
 	/* The driver's view wins over the saved arguments. */
 	ret = get_info(dev.ctrl_fd, id, &dev.info);
 	/* Bounded wait for the old daemon's death to quiesce the device. */

@@ -84,6 +84,8 @@ struct nbd_reply {
 #define MSG_DATA_OFF		4096
 #define MSG_HDR_OFF		(MSG_DATA_OFF - sizeof(struct nbd_request))
 
+#define NBD_MAX_TIMEOUT		86400
+
 enum { OPT_HOST = 256, OPT_PORT, OPT_UNIX, OPT_EXPORT, OPT_TIMEOUT };
 
 struct nbd_tgt {
@@ -156,9 +158,17 @@ static int nbd_opt(struct ublkd_dev *dev, int val, const char *arg)
 	case OPT_PORT: t->port = arg; return 0;
 	case OPT_UNIX: t->unix_path = arg; return 0;
 	case OPT_EXPORT: t->export = arg; return 0;
-	case OPT_TIMEOUT:
-		t->timeout = atoi(arg);
-		return t->timeout > 0 ? 0 : -EINVAL;
+	case OPT_TIMEOUT: {
+		unsigned long v;
+		int ret = ublkd_parse_uint(arg, 1, NBD_MAX_TIMEOUT, &v);
+
+		if (ret == -ERANGE)
+			ublkd_log("nbd: --timeout takes 1..%d seconds\n",
+				  NBD_MAX_TIMEOUT);
+		if (!ret)
+			t->timeout = v;
+		return ret;
+	}
 	}
 	return -EINVAL;
 }
@@ -680,8 +690,11 @@ static void nbd_tick(struct ublkd_queue *q)
 	}
 }
 
+static const int nbd_path_opts[] = { OPT_UNIX, 0 };
+
 const struct ublkd_tgt_ops tgt_nbd = {
 	.name = "nbd",
+	.path_opts = nbd_path_opts,
 	.usage = "[--host HOST (127.0.0.1)] [--port PORT (10809)] | [--unix PATH]\n"
 		 "        [--export NAME] [--timeout SECONDS (30)]",
 	.opts = nbd_opts,

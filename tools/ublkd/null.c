@@ -44,11 +44,15 @@ static int null_opt(struct ublkd_dev *dev, int val, const char *arg)
 	struct null_tgt *t = null_of(dev);
 
 	switch (val) {
-	case OPT_SIZE:
-		if (ublkd_parse_size(arg, &t->size) || !t->size ||
-		    (t->size & 511))
-			return -EINVAL;
-		return 0;
+	case OPT_SIZE: {
+		int ret = ublkd_parse_size(arg, &t->size);
+
+		if (!ret && (!t->size || (t->size & 511))) {
+			ublkd_log("null: --size must be a non-zero multiple of 512\n");
+			ret = -EINVAL;
+		}
+		return ret;
+	}
 	case OPT_STORE:
 		t->store = (char *)1;	/* allocated by init */
 		/* fall through */

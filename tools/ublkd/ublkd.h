@@ -107,6 +107,11 @@ struct ublkd_tgt_ops {
 	const struct option *opts;
 	int (*opt)(struct ublkd_dev *dev, int val, const char *arg);
 	/*
+	 * The options (vals, 0-terminated) whose argument is a path: add
+	 * makes it absolute before opt sees it, and saves it so for recover.
+	 */
+	const int *path_opts;
+	/*
 	 * Open the backend, set dev->size, dev->params (attrs, discard) and
 	 * anything it needs; runs in the daemon before ADD_DEV. 0 or -errno
 	 * after printing what failed.
@@ -145,6 +150,8 @@ struct ublkd_dev {
 	unsigned int max_io_bytes;
 	enum ublkd_mode mode;
 	bool recovery;
+	bool recovering;		/* ublkd recover: never create or resize */
+	uint64_t recover_size;		/* recover: the device's size, bytes */
 	uint64_t size;			/* bytes, set by the target */
 	uint64_t flags;			/* UBLK_F_* asked for */
 	struct ublk_params params;
@@ -171,6 +178,8 @@ void ublkd_queue_done(struct ublkd_dev *dev);
 /* main.c */
 void ublkd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int ublkd_parse_size(const char *s, uint64_t *val);
+int ublkd_parse_uint(const char *s, unsigned long min, unsigned long max,
+		     unsigned long *val);
 
 static inline unsigned int iod_op(const struct ublksrv_io_desc *iod)
 {
