@@ -67,6 +67,11 @@ static int null_init(struct ublkd_dev *dev)
 {
 	struct null_tgt *t = null_of(dev);
 
+	/* A new server would bring back a disk of zeros, silently. */
+	if (t->store && dev->recovery) {
+		ublkd_log("null: --store keeps the data in the server's memory, which dies with it: no --recovery\n");
+		return -EINVAL;
+	}
 	if (!t->size)
 		t->size = t->store ? 256ULL << 20 : 1ULL << 30;
 	dev->size = t->size;
