@@ -1022,7 +1022,7 @@ static void list_one(int ctrl_fd, int id, bool verbose)
 {
 	static const char *const stat_names[ST_NR] = {
 		"read", "write", "flush", "fua", "discard", "write_zeroes",
-		"get_data", "errors",
+		"get_data", "errors", "dropped",
 	};
 	struct ublksrv_ctrl_dev_info info;
 	struct ublk_params params = { .len = sizeof(params) };

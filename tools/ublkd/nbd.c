@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * nbd target: a client of the NBD protocol (fixed newstyle handshake,
- * NBD_OPT_GO, simple replies), one connection per queue, over TCP or a
- * UNIX socket.
+ * NBD_OPT_GO or, when the server refuses it, NBD_OPT_EXPORT_NAME; simple
+ * replies), one connection per queue, over TCP or a UNIX socket. More
+ * than one queue needs a server that offers multi-conn.
  *
  *   --host HOST --port PORT | --unix PATH   the server (127.0.0.1:10809)
  *   --export NAME                           the export ("")
  *   --timeout SECONDS                       a request without a reply for
- *                                           that long fails the connection (30)
+ *                                           that long fails the connection;
+ *                                           also bounds connect() and the
+ *                                           handshake (30)
  *
  * Every tag owns a message buffer: the 28-byte request header directly in
  * front of the data, so a WRITE goes out as one send. With --get-data (and
@@ -15,6 +18,11 @@
  * and a READ's reply is received where the driver copies it from; in the
  * default mode the server memcpys between the message and the slot buffer,
  * as a server built on an RPC library with its own buffers must.
+ *
+ * An NBD error is a u32: it becomes a negative errno (the protocol's
+ * table, EIO otherwise), never a byte count. A handle carries a generation
+ * besides the tag; a reply that matches no request in flight is dropped
+ * and counted ("dropped" in ublkd list -v).
  *
  * When the connection fails (the server went away, or a reply is overdue)
  * every request in flight and every later one completes with -EIO; the
@@ -25,6 +33,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -42,10 +51,12 @@
 
 #define NBD_FLAG_FIXED_NEWSTYLE	(1 << 0)
 #define NBD_FLAG_NO_ZEROES	(1 << 1)
+#define NBD_OPT_EXPORT_NAME	1
 #define NBD_OPT_GO		7
 #define NBD_REP_ACK		1
 #define NBD_REP_INFO		3
 #define NBD_REP_FLAG_ERROR	(1U << 31)
+#define NBD_REP_ERR_UNSUP	(NBD_REP_FLAG_ERROR | 1)
 #define NBD_INFO_EXPORT		0
 
 #define NBD_FLAG_HAS_FLAGS	(1 << 0)
@@ -95,7 +106,9 @@ struct nbd_tgt {
 	const char *export;
 	int timeout;
 	uint16_t flags;		/* transmission flags */
-	int first_fd;		/* the handshake of init, reused by queue 0 */
+	int *fds;		/* one connection per queue, made by init */
+	int nr_fds;
+	bool said_no_go;	/* the NBD_OPT_GO fallback was logged */
 };
 
 enum slot_state { SLOT_IDLE, SLOT_WAIT };
@@ -104,8 +117,17 @@ struct nbd_slot {
 	char *msg;
 	enum slot_state state;
 	uint32_t send_len;
+	uint64_t handle;	/* of the request in flight */
 	struct timespec start;
 };
+
+/*
+ * An NBD handle: the tag in bits 0-15, a generation in bits 16-63 that
+ * grows with every request of the queue, so that a stale or duplicated
+ * reply never completes the request that holds its tag now.
+ */
+#define HANDLE_TAG_MASK		0xffffULL
+#define HANDLE_GEN_SHIFT	16
 
 enum { NBD_SEND = 1, NBD_RECV_HDR, NBD_RECV_DATA };
 
@@ -122,6 +144,9 @@ struct nbd_queue {
 	struct nbd_reply reply;
 	uint32_t got;
 	int rtag;
+	int nr_err_logged;	/* error replies logged, at most 8 */
+	int nr_drop_logged;	/* dropped replies logged, at most 8 */
+	uint64_t gen;		/* the last generation handed out */
 };
 
 static const struct option nbd_opts[] = {
@@ -143,7 +168,6 @@ static struct nbd_tgt *nbd_of(struct ublkd_dev *dev)
 		t->port = "10809";
 		t->export = "";
 		t->timeout = 30;
-		t->first_fd = -1;
 		dev->tgt = t;
 	}
 	return t;
@@ -173,15 +197,54 @@ static int nbd_opt(struct ublkd_dev *dev, int val, const char *arg)
 	return -EINVAL;
 }
 
-static int full_io(int fd, void *buf, size_t len, bool wr)
+/* A deadline @secs from now, for the blocking steps before transmission. */
+static struct timespec deadline_in(int secs)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += secs;
+	return ts;
+}
+
+/* Milliseconds left until @deadline, 0 once it has passed. */
+static int ms_left(const struct timespec *deadline)
+{
+	struct timespec now;
+	int64_t ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (int64_t)(deadline->tv_sec - now.tv_sec) * 1000 +
+		(deadline->tv_nsec - now.tv_nsec) / 1000000;
+	return ms > 0 ? (ms > INT32_MAX ? INT32_MAX : ms) : 0;
+}
+
+/*
+ * Send or receive exactly @len bytes on the blocking socket @fd before
+ * @deadline: 0, -ETIMEDOUT when the peer stays silent, -ECONNRESET when it
+ * closes, or -errno.
+ */
+static int full_io(int fd, void *buf, size_t len, bool wr,
+		   const struct timespec *deadline)
 {
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = wr ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL) :
-			read(fd, (char *)buf + done, len - done);
+		struct pollfd pfd = { .fd = fd, .events = wr ? POLLOUT : POLLIN };
+		ssize_t n;
+		int ret;
 
-		if (n < 0 && errno == EINTR)
+		ret = poll(&pfd, 1, ms_left(deadline));
+		if (ret < 0 && errno == EINTR)
+			continue;
+		if (ret < 0)
+			return -errno;
+		if (ret == 0)
+			return -ETIMEDOUT;
+		n = wr ? send(fd, (char *)buf + done, len - done,
+			      MSG_NOSIGNAL | MSG_DONTWAIT) :
+			recv(fd, (char *)buf + done, len - done, MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0)
 			return n < 0 ? -errno : -ECONNRESET;
@@ -199,6 +262,26 @@ static const char *server_name(struct nbd_tgt *t, char *buf, size_t len)
 	return buf;
 }
 
+/*
+ * connect() bounded by --timeout: SO_SNDTIMEO bounds a blocking connect on
+ * TCP (EINPROGRESS when it expires) and on a UNIX socket whose listener's
+ * backlog is full (EAGAIN). Cleared again once connected.
+ */
+static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
+			   int timeout)
+{
+	struct timeval tv = { .tv_sec = timeout };
+	int ret = 0;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+		return -errno;
+	if (connect(fd, sa, len))
+		ret = errno == EINPROGRESS || errno == EAGAIN ? -ETIMEDOUT : -errno;
+	tv.tv_sec = 0;
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	return ret;
+}
+
 static int nbd_connect(struct nbd_tgt *t)
 {
 	char name[128];
@@ -213,8 +296,9 @@ static int nbd_connect(struct nbd_tgt *t)
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			return -errno;
-		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun))) {
-			ret = -errno;
+		ret = connect_bounded(fd, (struct sockaddr *)&sun, sizeof(sun),
+				      t->timeout);
+		if (ret) {
 			close(fd);
 			goto fail;
 		}
@@ -234,9 +318,10 @@ static int nbd_connect(struct nbd_tgt *t)
 				    ai->ai_protocol);
 			if (fd < 0)
 				continue;
-			if (!connect(fd, ai->ai_addr, ai->ai_addrlen))
+			ret = connect_bounded(fd, ai->ai_addr, ai->ai_addrlen,
+					      t->timeout);
+			if (!ret)
 				break;
-			ret = -errno;
 			close(fd);
 			fd = -1;
 		}
@@ -247,13 +332,67 @@ static int nbd_connect(struct nbd_tgt *t)
 		return fd;
 	}
 fail:
-	ublkd_log("nbd: connecting to %s: %s (is the NBD server running?)\n",
-		  server_name(t, name, sizeof(name)), strerror(-ret));
+	if (ret == -ETIMEDOUT)
+		ublkd_log("nbd: connecting to %s: no answer within %d s (--timeout)\n",
+			  server_name(t, name, sizeof(name)), t->timeout);
+	else
+		ublkd_log("nbd: connecting to %s: %s (is the NBD server running?)\n",
+			  server_name(t, name, sizeof(name)), strerror(-ret));
 	return ret;
 }
 
-/* Fixed newstyle handshake with NBD_OPT_GO; fills size and flags. */
-static int nbd_handshake(struct nbd_tgt *t, int fd, uint64_t *size)
+/*
+ * NBD_OPT_EXPORT_NAME, for a server that refuses NBD_OPT_GO (the protocol
+ * says a client SHOULD fall back): the server answers with the export's
+ * size and flags (and 124 zero bytes unless NO_ZEROES was agreed), or
+ * closes the connection when it has no such export.
+ */
+static int nbd_export_name(struct nbd_tgt *t, int fd, bool no_zeroes,
+			   uint64_t *size, uint16_t *flags,
+			   const struct timespec *deadline)
+{
+	struct {
+		uint64_t magic;
+		uint32_t opt;
+		uint32_t len;
+	} __attribute__((packed)) hdr = {
+		.magic = htobe64(NBD_OPT_MAGIC),
+		.opt = htobe32(NBD_OPT_EXPORT_NAME),
+		.len = htobe32(strlen(t->export)),
+	};
+	struct {
+		uint64_t size;
+		uint16_t flags;
+		char zeroes[124];
+	} __attribute__((packed)) rep;
+	int ret;
+
+	ret = full_io(fd, &hdr, sizeof(hdr), true, deadline);
+	if (!ret)
+		ret = full_io(fd, (void *)t->export, strlen(t->export), true,
+			      deadline);
+	if (!ret)
+		ret = full_io(fd, &rep, no_zeroes ? 10 : sizeof(rep), false,
+			      deadline);
+	if (ret == -ECONNRESET) {
+		ublkd_log("nbd: export '%s' refused (NBD_OPT_EXPORT_NAME: the server closed the connection)\n",
+			  t->export);
+		return -ENOENT;
+	}
+	if (ret)
+		return ret;
+	*size = be64toh(rep.size);
+	*flags = be16toh(rep.flags);
+	return 0;
+}
+
+/*
+ * Fixed newstyle handshake with NBD_OPT_GO, or NBD_OPT_EXPORT_NAME when
+ * the server refuses GO; fills @size and @flags. The whole exchange must
+ * end within --timeout.
+ */
+static int nbd_handshake(struct nbd_tgt *t, int fd, uint64_t *size,
+			 uint16_t *flags)
 {
 	struct {
 		uint64_t magic;
@@ -266,14 +405,15 @@ static int nbd_handshake(struct nbd_tgt *t, int fd, uint64_t *size)
 		uint32_t type;
 		uint32_t len;
 	} __attribute__((packed)) rep;
+	struct timespec deadline = deadline_in(t->timeout);
 	uint32_t cflags, namelen = strlen(t->export);
 	char opt[16 + 4 + 4 + 4096 + 2];
-	char data[1024];
+	char data[1024], name[128];
 	uint16_t hflags;
 	size_t off = 0;
 	int ret;
 
-	ret = full_io(fd, &hello, sizeof(hello), false);
+	ret = full_io(fd, &hello, sizeof(hello), false, &deadline);
 	if (ret)
 		goto io_err;
 	if (be64toh(hello.magic) != NBD_MAGIC ||
@@ -296,9 +436,9 @@ static int nbd_handshake(struct nbd_tgt *t, int fd, uint64_t *size)
 	*(uint32_t *)(opt + off) = htobe32(namelen); off += 4;
 	memcpy(opt + off, t->export, namelen); off += namelen;
 	*(uint16_t *)(opt + off) = 0; off += 2;
-	ret = full_io(fd, &cflags, sizeof(cflags), true);
+	ret = full_io(fd, &cflags, sizeof(cflags), true, &deadline);
 	if (!ret)
-		ret = full_io(fd, opt, off, true);
+		ret = full_io(fd, opt, off, true, &deadline);
 	if (ret)
 		goto io_err;
 
@@ -306,7 +446,7 @@ static int nbd_handshake(struct nbd_tgt *t, int fd, uint64_t *size)
 	for (;;) {
 		uint32_t type, len;
 
-		ret = full_io(fd, &rep, sizeof(rep), false);
+		ret = full_io(fd, &rep, sizeof(rep), false, &deadline);
 		if (ret)
 			goto io_err;
 		type = be32toh(rep.type);
@@ -315,10 +455,22 @@ static int nbd_handshake(struct nbd_tgt *t, int fd, uint64_t *size)
 			ublkd_log("nbd: bad option reply\n");
 			return -EPROTO;
 		}
-		ret = full_io(fd, data, len, false);
+		ret = full_io(fd, data, len, false, &deadline);
 		if (ret)
 			goto io_err;
 		data[len] = 0;
+		if (type == NBD_REP_ERR_UNSUP) {
+			if (!t->said_no_go)
+				ublkd_log("nbd: the server does not support NBD_OPT_GO; using NBD_OPT_EXPORT_NAME\n");
+			t->said_no_go = true;
+			ret = nbd_export_name(t, fd, hflags & NBD_FLAG_NO_ZEROES,
+					      size, flags, &deadline);
+			if (ret == -ENOENT)
+				return ret;
+			if (ret)
+				goto io_err;
+			break;
+		}
 		if (type & NBD_REP_FLAG_ERROR) {
 			ublkd_log("nbd: export '%s' refused (reply 0x%x)%s%s\n",
 				  t->export, type, len ? ": " : "", data);
@@ -327,7 +479,7 @@ static int nbd_handshake(struct nbd_tgt *t, int fd, uint64_t *size)
 		if (type == NBD_REP_INFO && len >= 12 &&
 		    be16toh(*(uint16_t *)data) == NBD_INFO_EXPORT) {
 			*size = be64toh(*(uint64_t *)(data + 2));
-			t->flags = be16toh(*(uint16_t *)(data + 10));
+			*flags = be16toh(*(uint16_t *)(data + 10));
 		}
 		if (type == NBD_REP_ACK)
 			break;
@@ -338,27 +490,66 @@ static int nbd_handshake(struct nbd_tgt *t, int fd, uint64_t *size)
 	}
 	return 0;
 io_err:
-	ublkd_log("nbd: handshake: %s\n", strerror(-ret));
+	if (ret == -ETIMEDOUT)
+		ublkd_log("nbd: handshake with %s: no answer within %d s (--timeout)\n",
+			  server_name(t, name, sizeof(name)), t->timeout);
+	else
+		ublkd_log("nbd: handshake with %s: %s\n",
+			  server_name(t, name, sizeof(name)), strerror(-ret));
 	return ret;
 }
 
+/*
+ * Every connection is made here, before ADD_DEV, so that a server that
+ * does not answer fails "add" within --timeout instead of hanging a queue
+ * thread's setup; each must show the export the first one showed.
+ */
 static int nbd_init(struct ublkd_dev *dev)
 {
 	struct nbd_tgt *t = nbd_of(dev);
 	struct ublk_param_basic *b = &dev->params.basic;
 	struct ublk_param_discard *d = &dev->params.discard;
 	char name[128];
-	int fd, ret;
+	int i, ret;
 
-	fd = nbd_connect(t);
-	if (fd < 0)
-		return fd;
-	ret = nbd_handshake(t, fd, &dev->size);
-	if (ret) {
-		close(fd);
-		return ret;
+	t->fds = malloc(dev->nr_queues * sizeof(*t->fds));
+	if (!t->fds)
+		return -ENOMEM;
+	t->nr_fds = dev->nr_queues;
+	for (i = 0; i < t->nr_fds; i++)
+		t->fds[i] = -1;
+	for (i = 0; i < t->nr_fds; i++) {
+		uint64_t size;
+		uint16_t flags;
+
+		t->fds[i] = nbd_connect(t);
+		if (t->fds[i] < 0)
+			return t->fds[i];
+		ret = nbd_handshake(t, t->fds[i], &size, &flags);
+		if (ret)
+			return ret;
+		if (i == 0) {
+			dev->size = size;
+			t->flags = flags;
+			/*
+			 * Without multi-conn a FLUSH (or FUA) on one connection
+			 * need not cover writes acknowledged on another (the
+			 * protocol; the kernel's nbd client refuses it too).
+			 */
+			if (dev->nr_queues > 1 &&
+			    !(flags & NBD_FLAG_CAN_MULTI_CONN)) {
+				ublkd_log("nbd: %s does not offer multi-conn (NBD_FLAG_CAN_MULTI_CONN): with %d queues (connections) a FLUSH on one would not cover writes done on another; use -q 1\n",
+					  server_name(t, name, sizeof(name)),
+					  dev->nr_queues);
+				return -EINVAL;
+			}
+		} else if (size != dev->size || flags != t->flags) {
+			ublkd_log("nbd: connection %d shows size %llu flags 0x%x, the first showed %llu 0x%x\n",
+				  i, (unsigned long long)size, flags,
+				  (unsigned long long)dev->size, t->flags);
+			return -EPROTO;
+		}
 	}
-	t->first_fd = fd;
 	dev->size &= ~511ULL;
 	if (t->flags & NBD_FLAG_READ_ONLY)
 		b->attrs |= UBLK_ATTR_READ_ONLY;
@@ -376,9 +567,6 @@ static int nbd_init(struct ublkd_dev *dev)
 		if (t->flags & NBD_FLAG_SEND_WRITE_ZEROES)
 			d->max_write_zeroes_sectors = dev->max_io_bytes >> 9;
 	}
-	if (dev->nr_queues > 1 && !(t->flags & NBD_FLAG_CAN_MULTI_CONN))
-		ublkd_log("nbd: the server does not offer multi-conn; %d queues use %d connections\n",
-			  dev->nr_queues, dev->nr_queues);
 	snprintf(dev->tgt_desc, sizeof(dev->tgt_desc), "%.100s export '%.100s'",
 		 server_name(t, name, sizeof(name)), t->export);
 	return 0;
@@ -390,12 +578,12 @@ static int nbd_init_queue(struct ublkd_queue *q)
 {
 	struct nbd_tgt *t = q->dev->tgt;
 	struct nbd_queue *nq = calloc(1, sizeof(*nq));
-	uint64_t size;
 	int i;
 
 	if (!nq)
 		return -ENOMEM;
 	q->tgt = nq;
+	nq->fd = -1;
 	nq->slots = calloc(q->depth, sizeof(*nq->slots));
 	nq->sendq = calloc(q->depth, sizeof(*nq->sendq));
 	if (!nq->slots || !nq->sendq)
@@ -404,42 +592,70 @@ static int nbd_init_queue(struct ublkd_queue *q)
 		if (posix_memalign((void **)&nq->slots[i].msg, 4096,
 				   MSG_DATA_OFF + q->dev->max_io_bytes))
 			return -ENOMEM;
-	if (q->q_id == 0 && t->first_fd >= 0) {
-		nq->fd = t->first_fd;
-		t->first_fd = -1;
-	} else {
-		nq->fd = nbd_connect(t);
-		if (nq->fd < 0)
-			return nq->fd;
-		if (nbd_handshake(t, nq->fd, &size))
-			return -EPROTO;
-	}
+	if (q->q_id >= t->nr_fds || t->fds[q->q_id] < 0)
+		return -ENOTCONN;
+	nq->fd = t->fds[q->q_id];
+	t->fds[q->q_id] = -1;
+	/* The driver may give fewer queues than asked (one per CPU at most). */
+	if (q->q_id == 0)
+		for (i = q->dev->nr_queues; i < t->nr_fds; i++)
+			if (t->fds[i] >= 0) {
+				close(t->fds[i]);
+				t->fds[i] = -1;
+			}
 	recv_hdr(q);
 	return 0;
 }
 
-static void nbd_deinit_queue(struct ublkd_queue *q)
+/*
+ * Before the ring closes: say goodbye and shut the connection down, so
+ * that the receive still armed on the ring ends (with 0) instead of
+ * writing into buffers nbd_deinit_queue() frees.
+ */
+static void nbd_stop_queue(struct ublkd_queue *q)
 {
+	struct nbd_tgt *t = q->dev->tgt;
 	struct nbd_queue *nq = q->tgt;
 	struct nbd_request req = {
 		.magic = htobe32(NBD_REQUEST_MAGIC),
 		.type = htobe16(NBD_CMD_DISC),
 	};
+	struct timespec deadline = deadline_in(t->timeout);
+
+	if (!nq || nq->fd < 0)
+		return;
+	if (!nq->dead && !nq->sending)
+		full_io(nq->fd, &req, sizeof(req), true, &deadline);
+	shutdown(nq->fd, SHUT_RDWR);
+}
+
+/* After the ring is closed: nothing can write into these any more. */
+static void nbd_deinit_queue(struct ublkd_queue *q)
+{
+	struct nbd_queue *nq = q->tgt;
 	int i;
 
 	if (!nq)
 		return;
-	if (nq->fd >= 0) {
-		if (!nq->dead)
-			full_io(nq->fd, &req, sizeof(req), true);
+	if (nq->fd >= 0)
 		close(nq->fd);
-	}
 	if (nq->slots)
 		for (i = 0; i < q->depth; i++)
 			free(nq->slots[i].msg);
 	free(nq->slots);
 	free(nq->sendq);
 	free(nq);
+}
+
+static void nbd_deinit(struct ublkd_dev *dev)
+{
+	struct nbd_tgt *t = dev->tgt;
+	int i;
+
+	for (i = 0; i < t->nr_fds; i++)
+		if (t->fds[i] >= 0)
+			close(t->fds[i]);
+	free(t->fds);
 }
 
 static void *nbd_get_buf(struct ublkd_queue *q, int tag,
@@ -551,7 +767,8 @@ static int nbd_queue_io(struct ublkd_queue *q, int tag,
 	req->magic = htobe32(NBD_REQUEST_MAGIC);
 	req->flags = htobe16(flags);
 	req->type = htobe16(type);
-	req->handle = htobe64(tag);
+	s->handle = ++nq->gen << HANDLE_GEN_SHIFT | tag;
+	req->handle = htobe64(s->handle);
 	/* A FLUSH's position is not meaningful; NBD wants 0 and 0. */
 	req->offset = htobe64(type == NBD_CMD_FLUSH ? 0 : iod_off(iod));
 	req->length = htobe32(type == NBD_CMD_FLUSH ? 0 : len);
@@ -579,22 +796,69 @@ static void complete_read(struct ublkd_queue *q, int tag)
 	ublkd_complete(q, tag, iod_len(iod));
 }
 
+/*
+ * An NBD error is a u32 on the wire: map it to a negative errno with the
+ * protocol's table, anything else to -EIO. Never pass it through: from
+ * 0x80000001 up, -(int)err is a positive byte count, which would complete
+ * a READ as success with the buffer's stale bytes.
+ */
+static int nbd_errno(uint32_t err)
+{
+	static const struct {
+		uint32_t nbd;
+		int err;
+	} map[] = {
+		{ 1, EPERM }, { 5, EIO }, { 12, ENOMEM }, { 22, EINVAL },
+		{ 28, ENOSPC }, { 75, EOVERFLOW }, { 95, EOPNOTSUPP },
+		{ 108, ESHUTDOWN },
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(map); i++)
+		if (map[i].nbd == err)
+			return -map[i].err;
+	return -EIO;
+}
+
 static void on_reply(struct ublkd_queue *q)
 {
 	struct nbd_queue *nq = q->tgt;
 	uint64_t handle = be64toh(nq->reply.handle);
 	uint32_t err = be32toh(nq->reply.error);
-	int tag = handle;
+	int tag = handle & HANDLE_TAG_MASK;
 
 	nq->got = 0;
-	if (be32toh(nq->reply.magic) != NBD_SIMPLE_REPLY_MAGIC ||
-	    handle >= (uint64_t)q->depth || nq->slots[tag].state != SLOT_WAIT) {
-		nbd_fail_all(q, "bad reply", -EPROTO);
+	if (be32toh(nq->reply.magic) != NBD_SIMPLE_REPLY_MAGIC) {
+		nbd_fail_all(q, "bad reply magic", -EPROTO);
+		return;
+	}
+	if (tag >= q->depth || nq->slots[tag].state != SLOT_WAIT ||
+	    nq->slots[tag].handle != handle) {
+		/*
+		 * Stale, duplicated or made up: no request waits for it, and
+		 * the request that holds its tag now is not its own. Drop it.
+		 * (A simple reply's payload length is known only from its
+		 * request: should a dropped READ reply carry data, that data
+		 * follows as the next "header", whose magic check then fails
+		 * the connection.)
+		 */
+		q->stats[ST_DROPPED]++;
+		if (nq->nr_drop_logged < 8) {
+			nq->nr_drop_logged++;
+			ublkd_log("nbd: queue %d: dropped a reply that matches no request (handle 0x%llx)\n",
+				  q->q_id, (unsigned long long)handle);
+		}
+		recv_hdr(q);
 		return;
 	}
 	if (err) {
+		if (nq->nr_err_logged < 8) {
+			nq->nr_err_logged++;
+			ublkd_log("nbd: queue %d tag %d: the server answered error %u (%s)\n",
+				  q->q_id, tag, err, strerror(-nbd_errno(err)));
+		}
 		nq->slots[tag].state = SLOT_IDLE;
-		ublkd_complete(q, tag, -(int)err);
+		ublkd_complete(q, tag, nbd_errno(err));
 	} else if (iod_op(&q->iods[tag]) == UBLK_IO_OP_READ) {
 		nq->rtag = tag;
 		recv_into(q, nq->slots[tag].msg + MSG_DATA_OFF,
@@ -701,7 +965,9 @@ const struct ublkd_tgt_ops tgt_nbd = {
 	.opt = nbd_opt,
 	.init = nbd_init,
 	.init_queue = nbd_init_queue,
+	.stop_queue = nbd_stop_queue,
 	.deinit_queue = nbd_deinit_queue,
+	.deinit = nbd_deinit,
 	.get_buf = nbd_get_buf,
 	.queue_io = nbd_queue_io,
 	.io_done = nbd_io_done,

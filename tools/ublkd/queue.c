@@ -281,10 +281,55 @@ static int queue_setup(struct ublkd_queue *q)
 	return 0;
 }
 
+/*
+ * Reap the target's CQEs until none of its SQEs is left (a receive that
+ * stop_queue shut down ends with 0), for at most 5 s: only then may the
+ * buffers they point into be freed.
+ */
+static void drain_tgt(struct ublkd_queue *q)
+{
+	struct __kernel_timespec ts = { .tv_sec = 1 };
+	struct io_uring_cqe *cqe;
+	unsigned int head, n;
+	int waits = 0;
+
+	while (q->tgt_inflight > 0 && waits < 5) {
+		int ret = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1,
+							   &ts, NULL);
+
+		if (ret == -ETIME)
+			waits++;
+		else if (ret < 0 && ret != -EINTR)
+			break;
+		n = 0;
+		io_uring_for_each_cqe(&q->ring, head, cqe) {
+			if (ud_is_tgt(cqe->user_data))
+				q->tgt_inflight--;
+			n++;
+		}
+		io_uring_cq_advance(&q->ring, n);
+	}
+	if (q->tgt_inflight > 0)
+		ublkd_log("queue %d: %d target operations still armed at exit\n",
+			  q->q_id, q->tgt_inflight);
+}
+
+/*
+ * The ring goes first: while it is open, a receive armed on it may still
+ * write into the target's buffers, so those are freed only after it is
+ * closed (and drained, when the target can end what it armed).
+ */
 static void queue_teardown(struct ublkd_queue *q)
 {
 	int i;
 
+	if (q->ring.ring_fd > 0) {
+		if (q->dev->ops->stop_queue && q->tgt) {
+			q->dev->ops->stop_queue(q);
+			drain_tgt(q);
+		}
+		io_uring_queue_exit(&q->ring);
+	}
 	if (q->dev->ops->deinit_queue)
 		q->dev->ops->deinit_queue(q);
 	if (q->ios) {
@@ -292,8 +337,6 @@ static void queue_teardown(struct ublkd_queue *q)
 			free(q->ios[i].iobuf);
 		free(q->ios);
 	}
-	if (q->ring.ring_fd > 0)
-		io_uring_queue_exit(&q->ring);
 	if (q->iods)
 		munmap((void *)q->iods, q->iods_len);
 }

@@ -42,7 +42,7 @@ enum ublkd_mode {
 /* Per-device counters, in a file under UBLKD_RUN_DIR shared with "list". */
 enum ublkd_stat {
 	ST_READ, ST_WRITE, ST_FLUSH, ST_FUA, ST_DISCARD, ST_WRITE_ZEROES,
-	ST_GET_DATA, ST_ERRORS, ST_NR
+	ST_GET_DATA, ST_ERRORS, ST_DROPPED, ST_NR
 };
 
 struct ublkd_stats {
@@ -118,6 +118,12 @@ struct ublkd_tgt_ops {
 	 */
 	int (*init)(struct ublkd_dev *dev);
 	int (*init_queue)(struct ublkd_queue *q);
+	/*
+	 * At teardown, before the queue's ring closes: end every target SQE
+	 * still armed (a socket receive), so that none can write into the
+	 * buffers deinit_queue frees. The ring is then drained.
+	 */
+	void (*stop_queue)(struct ublkd_queue *q);
 	void (*deinit_queue)(struct ublkd_queue *q);
 	/*
 	 * The buffer the target wants the data of request @tag in (its own
