@@ -14,6 +14,10 @@
  *   userq-check stall NG BLOCKDEV FAST_NG   commands that time out on a
  *                                           throttled namespace (vm/run's
  *                                           nsid 2)
+ *   userq-check head NG BLOCKDEV            a multipath head's char device:
+ *                                           attach refused (EOPNOTSUPP),
+ *                                           commands flagged for the user
+ *                                           queue take the normal path
  *
  * NG is the namespace's generic char device (/dev/ngXnY), BLOCKDEV its
  * block device. One line per case: "CASE: ok" or "CASE: FAIL: why". The
@@ -1195,6 +1199,7 @@ static void usage(void)
 		"usage: userq-check [-c CASE]... /dev/ngXnY /dev/nvmeXnY\n"
 		"       userq-check storm SECONDS /dev/ngXnY\n"
 		"       userq-check stall /dev/ngXnY /dev/nvmeXnY /dev/ngXnZ\n"
+		"       userq-check head /dev/ngXnY /dev/nvmeXnY   (a multipath head)\n"
 		"       userq-check -l\n");
 	exit(EXIT_USAGE);
 }
@@ -1229,12 +1234,59 @@ static int open_ng(const char *path)
 	return EXIT_PASS;
 }
 
+/*
+ * A multipath head (NG is its /dev/ngXnY, BLOCKDEV its disk): no user
+ * queue can be attached through it, and a write and a read that ask for
+ * the user queue still move the right data on the normal path.
+ */
+static int head(const char *ng, const char *blk)
+{
+	const uint32_t len = 64 << 10;
+	char *wbuf = xalloc(len), *rbuf = xalloc(len), *bbuf = xalloc(len);
+	struct io_uring ring;
+	int ret, fd;
+
+	ng_fd = open(ng, O_RDWR);
+	fd = open(blk, O_RDONLY | O_DIRECT);
+	if (ng_fd < 0 || fd < 0) {
+		fprintf(stderr, "userq-check: %s: %s\n", ng_fd < 0 ? ng : blk,
+			strerror(errno));
+		return EXIT_FAIL;
+	}
+	nsid = ioctl(ng_fd, NVME_IOCTL_ID);
+	if ((int)nsid <= 0 || ring_setup(&ring, true)) {
+		fprintf(stderr, "userq-check: %s: no nsid or no ring\n", ng);
+		return EXIT_FAIL;
+	}
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	printf("head attach: %s\n", ret ? strerror(-ret) : "attached");
+	fill(wbuf, len, 0x5eed);
+	ret = do_io(&ring, true, 1 << 20, wbuf, len, true, -1);
+	if (!ret)
+		ret = do_io(&ring, false, 1 << 20, rbuf, len, true, -1);
+	if (ret) {
+		printf("head write/read flagged for the user queue: %d\n", ret);
+		return EXIT_FAIL;
+	}
+	if (pread(fd, bbuf, len, 1 << 20) != (ssize_t)len) {
+		fprintf(stderr, "userq-check: %s: read failed\n", blk);
+		return EXIT_FAIL;
+	}
+	printf("head write/read flagged for the user queue: %s\n",
+	       memcmp(wbuf, rbuf, len) || memcmp(wbuf, bbuf, len) ?
+	       "data differs" : "ok");
+	io_uring_queue_exit(&ring);
+	return EXIT_PASS;
+}
+
 int main(int argc, char **argv)
 {
 	const char *only[ARRAY_SIZE(cases)];
 	unsigned int nonly = 0, i, j;
 	int opt, ret, bs, status = EXIT_PASS;
 
+	if (argc == 4 && !strcmp(argv[1], "head"))
+		return head(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "storm")) {
 		ret = open_ng(argv[3]);
 		return ret ? ret : storm(atoi(argv[2]));
