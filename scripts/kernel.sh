@@ -225,8 +225,15 @@ cmd_export() {
 	[ -d "$SRC/.git" ] || die "no source tree; run make prepare first"
 	[ -z "$(git -C "$SRC" status --porcelain --untracked-files=no)" ] ||
 		die "build/src/linux has uncommitted changes; commit them there first"
+	# A series changed under the tree (a merge, a pull, another worktree's
+	# export) would be overwritten with the tree's older patches.
+	local stamp_hash stamp_head
+	read -r stamp_hash stamp_head < "$STAMP" 2>/dev/null || true
+	[ "${stamp_hash:-}" = "$(series_hash)" ] ||
+		die "kernel/patches changed since build/src/linux was prepared from it; exporting would
+overwrite those changes with the tree's older patches. Save your commits
+(git -C build/src/linux format-patch base..), run 'make src-reset', apply them again, then export."
 	/usr/bin/python3 "$REPO/scripts/series-export.py" "$SRC" "$PATCHES" "${1:-}"
-	series_steps > "$BUILD/src/applied.list"
 	series_steps > "$BUILD/src/applied.list"
 	echo "$(series_hash) $(git -C "$SRC" rev-parse HEAD)" > "$STAMP"
 }
