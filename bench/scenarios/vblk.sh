@@ -38,12 +38,13 @@ cases() {
 
 	# one line each: the commands go into cases.tsv as they are
 	local fio="fio --name=vblk --rw=randread --bs=4k --time_based --runtime=$RUNTIME"
-	fio+=" --registerfiles=1 --norandommap --randrepeat=0"
-	local blk="--ioengine=io_uring --direct=1 --filename=$VBLK_DEV"
-	local pt="--ioengine=io_uring_cmd --cmd_type=vblk --filename=$VBLK_CHR"
+	fio+=" --norandommap --randrepeat=0"
+	# engine options after --ioengine, or fio does not know them yet
+	local blk="--ioengine=io_uring --registerfiles=1 --direct=1 --filename=$VBLK_DEV"
+	local pt="--ioengine=io_uring_cmd --registerfiles=1 --cmd_type=vblk --filename=$VBLK_CHR"
 	local d8="--iodepth=8 --iodepth_batch_submit=4 --iodepth_batch_complete_min=4"
 	CPU=1 bench_case fio-qd1 "$fio --iodepth=1 $blk" "$fio --iodepth=1 $pt"
-	CPU=1 bench_case fio-qd1-poll "$fio --iodepth=1 --hipri=1 $blk" \
-		"$fio --iodepth=1 --hipri=1 $pt"
+	CPU=1 bench_case fio-qd1-poll "$fio --iodepth=1 $blk --hipri=1" \
+		"$fio --iodepth=1 $pt --hipri=1"
 	CPU=1 bench_case fio-d8-direct "$fio $d8 $blk" "$fio $d8 $pt"
 }
