@@ -14,6 +14,10 @@ import statistics
 import sys
 
 
+# fio's clat_ns.percentile keys the report shows
+CLAT_PERCENTILES = ("50.000000", "99.000000", "99.900000")
+
+
 def load_runs(raw, case, variant):
     runs = []
     n = 1
@@ -44,6 +48,13 @@ def summarize(cmd, runs):
     if lat:
         out["lat_mean_us"] = lat
         out["lat_mean_us_median"] = statistics.median(lat)
+    # fio's completion latency percentiles (bench/fio-run.py), in us
+    for pct in CLAT_PERCENTILES:
+        v = [r["clat_ns"]["percentile"][pct] / 1000.0 for r in runs
+             if pct in r.get("clat_ns", {}).get("percentile", {})]
+        if v and len(v) == len(runs):
+            out.setdefault("clat_us", {})[pct] = v
+            out.setdefault("clat_us_median", {})[pct] = statistics.median(v)
     return out
 
 
@@ -159,6 +170,18 @@ def main():
                          f"{f_['mib_s_median'] / b['mib_s_median']:.2f}x | "
                          f"{b['cpu_s_per_gib_median']:.2f} | {f_['cpu_s_per_gib_median']:.2f} | "
                          f"{f_['cpu_s_per_gib_median'] / b['cpu_s_per_gib_median']:.2f}x |")
+    fio_cases = [c for c in cases
+                 if "clat_us_median" in c["baseline"] and "clat_us_median" in c["feature"]]
+    if fio_cases:
+        lines += ["", "## fio completion latency percentiles, us (median of runs)", "",
+                  "| case | " + " | ".join(f"baseline p{float(p):g} | feature p{float(p):g}"
+                                         for p in CLAT_PERCENTILES) + " |",
+                  "|---|" + "---:|" * (2 * len(CLAT_PERCENTILES))]
+        for c in fio_cases:
+            b, f_ = c["baseline"]["clat_us_median"], c["feature"]["clat_us_median"]
+            lines.append(f"| {c['name']} | " + " | ".join(
+                f"{b.get(p, float('nan')):.1f} | {f_.get(p, float('nan')):.1f}"
+                for p in CLAT_PERCENTILES) + " |")
     lines += ["", "## Commands", ""]
     for c in cases:
         lines += [f"- {c['name']} baseline: `{c['baseline']['command']}`",

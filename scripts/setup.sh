@@ -3,6 +3,8 @@
 # kernel source, the toolchain, QEMU and the userspace the guest runs (the
 # guest boots with this machine's root filesystem, so fio, nvme-cli and
 # python3 installed here are the guest's too). Quick when nothing is missing.
+# Then builds Debian's fio with our patches into build/fio (scripts/fio.sh;
+# cached), which the tests and benches run.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 load_base
@@ -13,6 +15,8 @@ packages=(
 	qemu-system-x86 qemu-utils busybox-static
 	fio nvme-cli liburing-dev util-linux python3 python3-matplotlib
 	python3-ply python3-git iproute2 procps nbdkit
+	# scripts/fio.sh: apt-get source fio, and what its build needs
+	dpkg-dev patch libaio-dev zlib1g-dev
 )
 
 missing=()
@@ -27,7 +31,7 @@ have_src=$(dpkg-query -W -f='${Version}' "$DEB_PACKAGE" 2>/dev/null || true)
 
 if [ ${#missing[@]} -eq 0 ]; then
 	step "setup: all packages present ($DEB_PACKAGE $DEB_VERSION)"
-	exit 0
+	exec "$REPO/scripts/fio.sh"
 fi
 
 [ "$(id -u)" -eq 0 ] || die "setup needs root to install: ${missing[*]}"
@@ -43,3 +47,4 @@ if ! apt-get install -y -q --no-install-recommends "${missing[@]}"; then
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 step "setup: done"
+exec "$REPO/scripts/fio.sh"

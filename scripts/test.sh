@@ -24,14 +24,16 @@ args=()
 [ "${QUICK:-0}" = 1 ] && args+=(-q)
 [ -n "${TIMEOUT:-}" ] && args+=(-t "$TIMEOUT")
 rc=0
-vm/run -k "$flavor" -p test -t "${TEST_TIMEOUT:-3600}" -n "test-$flavor" -- \
+# FASTPATH_VM_NAME names the guest (results/vm/NAME), for runs beside others.
+vmname=${FASTPATH_VM_NAME:-test-$flavor}
+vm/run -k "$flavor" -p test -t "${TEST_TIMEOUT:-3600}" -n "$vmname" -- \
 	tests/run "${args[@]}" "$@" || rc=$?
 
-[ -f "$out/plan.txt" ] || die "the guest never started the runner (exit $rc); see results/vm/test-$flavor/console.log"
+[ -f "$out/plan.txt" ] || die "the guest never started the runner (exit $rc); see results/vm/$vmname/console.log"
 touch "$out/results.txt"
 while read -r t; do
 	grep -q "^$t " "$out/results.txt" && continue
-	printf '%-60s [failed]\n    the guest died before it finished (see results/vm/test-%s/console.log)\n' "$t" "$flavor"
+	printf '%-60s [failed]\n    the guest died before it finished (see results/vm/%s/console.log)\n' "$t" "$vmname"
 	echo "$t failed" >> "$out/results.txt"
 done < "$out/plan.txt"
 

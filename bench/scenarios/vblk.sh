@@ -13,6 +13,12 @@
 #    poll queue (IOPOLL ring; polling needs O_DIRECT on the block side);
 #  - qd1-poll: the same at QD1, where the per-command completion cost is
 #    not shared with other commands of a batch.
+#  - fio-qd1, fio-qd1-poll, fio-d8-direct: the same comparisons with fio
+#    (build/fio: Debian's fio with fio/patches), the io_uring engine with
+#    O_DIRECT on /dev/vdX against io_uring_cmd with cmd_type=vblk on
+#    /dev/vdXc0, registered files, as iobench does; in the same boot,
+#    interleaved with the iobench cases. fio's JSON gives IOPS and the
+#    completion latency percentiles (clat_ns) the report shows.
 DESCRIPTION="virtio-blk block path vs vdXc0 passthrough, 4 KiB randread"
 RUNS=${RUNS:-5}
 RUNTIME=${RUNTIME:-5}
@@ -29,4 +35,16 @@ cases() {
 		"$d8 -p1 -u1 $VBLK_CHR"
 	CPU=1 bench_case qd1-poll "${qd1/-p0/-p1} -O1 $VBLK_DEV" \
 		"${qd1/-p0/-p1} -u1 $VBLK_CHR"
+
+	# one line each: the commands go into cases.tsv as they are
+	local fio="fio --name=vblk --rw=randread --bs=4k --time_based --runtime=$RUNTIME"
+	fio+=" --norandommap --randrepeat=0"
+	# engine options after --ioengine, or fio does not know them yet
+	local blk="--ioengine=io_uring --registerfiles=1 --direct=1 --filename=$VBLK_DEV"
+	local pt="--ioengine=io_uring_cmd --registerfiles=1 --cmd_type=vblk --filename=$VBLK_CHR"
+	local d8="--iodepth=8 --iodepth_batch_submit=4 --iodepth_batch_complete_min=4"
+	CPU=1 bench_case fio-qd1 "$fio --iodepth=1 $blk" "$fio --iodepth=1 $pt"
+	CPU=1 bench_case fio-qd1-poll "$fio --iodepth=1 $blk --hipri=1" \
+		"$fio --iodepth=1 $pt --hipri=1"
+	CPU=1 bench_case fio-d8-direct "$fio $d8 $blk" "$fio $d8 $pt"
 }
