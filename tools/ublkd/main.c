@@ -73,6 +73,19 @@ static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
 }
 
 /*
+ * The start both number parsers below check before strtoull/strtoul,
+ * which skip blanks, take a sign and negate a '-' (so "-4096" would be
+ * 2^64 - 4096): 0 when @s starts with a digit, -ERANGE when with a minus
+ * sign (the callers say "negative"), -EINVAL otherwise (" 5", "+5", "").
+ */
+static int unsigned_start(const char *s)
+{
+	if (*s == '-')
+		return -ERANGE;
+	return isdigit((unsigned char)*s) ? 0 : -EINVAL;
+}
+
+/*
  * A size: a number of bytes (decimal, or hex with 0x) with an optional
  * binary suffix k, m, g or t, nothing around it. 0, -EINVAL when it has
  * another form, -ERANGE when it is negative or does not fit in 64 bits
@@ -83,11 +96,10 @@ int ublkd_parse_size(const char *s, uint64_t *val)
 	unsigned int shift = 0;
 	unsigned long long v;
 	char *end;
+	int ret = unsigned_start(s);
 
-	if (*s == '-')
-		return -ERANGE;
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
+	if (ret)
+		return ret;
 	errno = 0;
 	v = strtoull(s, &end, 0);
 	if (errno == ERANGE)
@@ -117,11 +129,10 @@ int ublkd_parse_uint(const char *s, unsigned long min, unsigned long max,
 {
 	unsigned long v;
 	char *end;
+	int ret = unsigned_start(s);
 
-	if (*s == '-')
-		return -ERANGE;
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
+	if (ret)
+		return ret;
 	errno = 0;
 	v = strtoul(s, &end, 10);
 	if (*end)
