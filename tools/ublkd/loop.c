@@ -144,11 +144,16 @@ static int loop_init(struct ublkd_dev *dev)
 {
 	struct loop_tgt *t = loop_of(dev);
 	struct ublk_param_discard *d = &dev->params.discard;
-	int flags = O_RDWR | O_CLOEXEC;
+	int flags = (dev->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
 	struct stat st;
 
 	if (!t->path) {
 		ublkd_log("loop: needs --file PATH\n");
+		return -EINVAL;
+	}
+	if (t->size && dev->read_only) {
+		ublkd_log("loop: --size creates or resizes %s: not with --read-only\n",
+			  t->path);
 		return -EINVAL;
 	}
 	/* recover opens what add made: it never creates or resizes. */

@@ -4,7 +4,8 @@
  *
  *   ublkd add -t null|loop|nbd [-n ID] [-q QUEUES] [-d DEPTH] [-b MAX_IO]
  *             [-g|--get-data | -u|--user-copy] [-r|--recovery]
- *             [--logical-block-size N] [--physical-block-size N] [target options]
+ *             [--logical-block-size N] [--physical-block-size N]
+ *             [--read-only] [--foreground] [target options]
  *   ublkd del -n ID | -a
  *   ublkd list [-n ID] [-v]
  *   ublkd features
@@ -13,7 +14,12 @@
  * add forks one daemon per device, which adds the device, starts one
  * thread per queue and prints /dev/ublkbN once the disk is live. The
  * daemon's log, its counters and the arguments recover needs are in
- * /run/ublkd/N/. Exit status: 0 success, 1 failure (the message says
+ * /run/ublkd/N/. With --foreground add itself serves the device, its log
+ * on stderr, until SIGINT/SIGTERM/SIGHUP stops and deletes the device or
+ * ublkd del does (as rublk's and ublksrv's foreground mode); recover always
+ * starts a daemon. --read-only makes a read-only disk (loop opens its
+ * backing O_RDONLY) and the server fails any write that still reaches it
+ * with EROFS. Exit status: 0 success, 1 failure (the message says
  * what failed), 2 bad usage.
  */
 #include <ctype.h>
@@ -64,7 +70,8 @@ static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
 		"usage: ublkd add -t TARGET [-n ID] [-q QUEUES (1)] [-d DEPTH (64)] [-b MAX_IO (1M)]\n"
 		"                 [-g|--get-data | -u|--user-copy] [-r|--recovery]\n"
 		"                 [--logical-block-size N (the backend's, else 512)]\n"
-		"                 [--physical-block-size N (the backend's, else 4096)] [target options]\n"
+		"                 [--physical-block-size N (the backend's, else 4096)]\n"
+		"                 [--read-only] [--foreground] [target options]\n"
 		"       ublkd del -n ID | -a\n"
 		"       ublkd list [-n ID] [-v]\n"
 		"       ublkd features\n"
@@ -391,7 +398,7 @@ static struct ublkd_stats *map_stats(int dev_id, bool create)
 /* ---- add / recover: the daemon ---- */
 
 /* Core options without a short form: above every target's (256 up). */
-enum { OPT_LBS = 0x1000, OPT_PBS };
+enum { OPT_LBS = 0x1000, OPT_PBS, OPT_READ_ONLY, OPT_FOREGROUND };
 
 static const struct option core_opts[] = {
 	{ "target", required_argument, NULL, 't' },
@@ -404,6 +411,8 @@ static const struct option core_opts[] = {
 	{ "recovery", no_argument, NULL, 'r' },
 	{ "logical-block-size", required_argument, NULL, OPT_LBS },
 	{ "physical-block-size", required_argument, NULL, OPT_PBS },
+	{ "read-only", no_argument, NULL, OPT_READ_ONLY },
+	{ "foreground", no_argument, NULL, OPT_FOREGROUND },
 };
 
 static const struct ublkd_tgt_ops *find_target(const char *name)
@@ -592,6 +601,12 @@ static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 			dev->pbs = parse_block_size(optarg, "--physical-block-size",
 						    512, 65536);
 			break;
+		case OPT_READ_ONLY:
+			dev->read_only = true;
+			break;
+		case OPT_FOREGROUND:
+			dev->foreground = true;
+			break;
 		default:
 			/* -f is loop's --file, as ublksrv spells it */
 			if ((c >= 256 || c == 'f') && ops->opt) {
@@ -708,6 +723,8 @@ static void set_basic_params(struct ublkd_dev *dev)
 	b->physical_bs_shift = __builtin_ctz(dev->pbs);
 	b->io_opt_shift = b->physical_bs_shift;
 	b->io_min_shift = b->logical_bs_shift;
+	if (dev->read_only)
+		b->attrs |= UBLK_ATTR_READ_ONLY;
 	b->max_sectors = dev->info.max_io_buf_bytes >> SECTOR_SHIFT;
 	b->dev_sectors = dev->size >> SECTOR_SHIFT;
 }
@@ -935,6 +952,12 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 			exit(1);
 		}
 	}
+	if (ready < 0) {	/* --foreground: no caller to tell */
+		ublkd_log("started: pid %d, %s\n", getpid(), dev->tgt_desc);
+		printf("/dev/ublkb%d\n", dev->info.dev_id);
+		fflush(stdout);
+		return daemon_wait(dev, &set);
+	}
 	redirect_log(dev->info.dev_id);
 	ublkd_log("%s: pid %d, %s\n", recover ? "recovered" : "started",
 		  getpid(), dev->tgt_desc);
@@ -968,6 +991,8 @@ static int spawn(struct ublkd_dev *dev, int argc, char **argv, bool recover)
 	ssize_t n;
 	pid_t pid;
 
+	if (dev->foreground && !recover)
+		return run_daemon(dev, argc, argv, false, -1);
 	if (pipe(pfd)) {
 		ublkd_log("pipe: %s\n", strerror(errno));
 		return 1;
@@ -1149,8 +1174,9 @@ static void list_one(int ctrl_fd, int id, bool verbose)
 	if (!verbose)
 		return;
 	if (!ret)
-		printf("\tattrs 0x%x%s%s physical block size %u max_sectors %u discard %s\n",
+		printf("\tattrs 0x%x%s%s%s physical block size %u max_sectors %u discard %s\n",
 		       params.basic.attrs,
+		       params.basic.attrs & UBLK_ATTR_READ_ONLY ? " read-only" : "",
 		       params.basic.attrs & UBLK_ATTR_VOLATILE_CACHE ? " volatile-cache" : "",
 		       params.basic.attrs & UBLK_ATTR_FUA ? " fua" : "",
 		       1U << params.basic.physical_bs_shift,

@@ -156,6 +156,8 @@ struct ublkd_dev {
 	unsigned int max_io_bytes;
 	enum ublkd_mode mode;
 	bool recovery;
+	bool read_only;			/* --read-only: UBLK_ATTR_READ_ONLY */
+	bool foreground;		/* --foreground: add serves, no daemon */
 	bool recovering;		/* ublkd recover: never create or resize */
 	uint64_t recover_size;		/* recover: the device's size, bytes */
 	uint64_t size;			/* bytes, set by the target */
