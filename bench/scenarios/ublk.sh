@@ -114,7 +114,10 @@ plot_latency() {
 }
 
 cases() {
-	local bs v i run name base rw qd args order rev sfx cname sock=/tmp/ublk-bench-nbd.sock
+	local bs v i run name base rw qd args order rev sfx cname
+	# The guest's scratch directory: /tmp is the host's, read-only, when
+	# the checkout lives under it (vm/guest-init sets TMPDIR then).
+	local sock=${TMPDIR:-/tmp}/ublk-bench-nbd.sock
 	modprobe ublk_drv
 	echo "bench ublk: devices"
 	ublk_dev null-default -t null -q 1 -d 128
@@ -123,7 +126,8 @@ cases() {
 	ublk_dev memcpy-gd -t null --memcpy -q 1 -d 128 --get-data
 	ublk_dev memcpy-uc -t null --memcpy -q 1 -d 128 --user-copy
 	nbdkit -f -U "$sock" memory 1G > /dev/null 2>&1 &
-	for i in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+	for i in $(seq 300); do [ -S "$sock" ] && break; sleep 0.1; done
+	[ -S "$sock" ] || { echo "bench ublk: nbdkit did not listen on $sock within 30 s" >&2; exit 1; }
 	ublk_dev nbd-default -t nbd --unix "$sock" -q 1 -d 32
 	ublk_dev nbd-gd -t nbd --unix "$sock" -q 1 -d 32 --get-data
 	ublk_dev nbd-uc -t nbd --unix "$sock" -q 1 -d 32 --user-copy

@@ -12,12 +12,21 @@
  * FLUSH is fdatasync, FUA a RWF_DSYNC write, DISCARD punches a hole,
  * WRITE_ZEROES zeroes the range (a hole where ZERO_RANGE is unsupported).
  * The device advertises a volatile cache and FUA, as both are implemented.
+ *
+ * Block sizes: with O_DIRECT the device's logical block is the smallest
+ * the backing takes (as the kernel's loop does): BLKSSZGET of a block
+ * device; for a file, statx's DIO alignment, else its filesystem's
+ * device's logical block in sysfs, else 512. Buffered, 512. The physical
+ * block: BLKPBSZGET, or the filesystem's device's. --logical-block-size
+ * and --physical-block-size (main.c) override both; a logical block below
+ * what O_DIRECT needs is refused.
  */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
@@ -74,15 +83,77 @@ static int loop_opt(struct ublkd_dev *dev, int val, const char *arg)
 	return -EINVAL;
 }
 
+/*
+ * queue/NAME of the block device a file lives on (st_dev), from sysfs: a
+ * partition has no queue/ of its own, its disk's is one level up. 0 when
+ * there is none (tmpfs, 9p, NFS: no block device).
+ */
+static unsigned int fs_queue_attr(dev_t st_dev, const char *name)
+{
+	static const char *const fmts[] = {
+		"/sys/dev/block/%u:%u/queue/%s",
+		"/sys/dev/block/%u:%u/../queue/%s",
+	};
+	unsigned int i, v = 0;
+	char path[128];
+	FILE *f;
+
+	for (i = 0; i < ARRAY_SIZE(fmts) && !v; i++) {
+		snprintf(path, sizeof(path), fmts[i], major(st_dev),
+			 minor(st_dev), name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fscanf(f, "%u", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/* The backing's logical and physical block sizes (see the top). */
+static int loop_block_sizes(struct ublkd_dev *dev, const struct stat *st)
+{
+	struct loop_tgt *t = dev->tgt;
+	unsigned int lbs = 0, pbs = 0;
+	struct statx stx;
+
+	if (S_ISBLK(st->st_mode)) {
+		int v;
+
+		if (ioctl(t->fd, BLKSSZGET, &v) || ioctl(t->fd, BLKPBSZGET, &pbs)) {
+			ublkd_log("loop: block sizes of %s: %s\n", t->path,
+				  strerror(errno));
+			return -errno;
+		}
+		lbs = v;
+	} else {
+		if (!statx(t->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) &&
+		    (stx.stx_mask & STATX_DIOALIGN))
+			lbs = stx.stx_dio_offset_align;
+		if (!lbs)
+			lbs = fs_queue_attr(st->st_dev, "logical_block_size");
+		pbs = fs_queue_attr(st->st_dev, "physical_block_size");
+	}
+	dev->backend_lbs = t->direct ? lbs : 0;
+	dev->backend_pbs = pbs;
+	return 0;
+}
+
 static int loop_init(struct ublkd_dev *dev)
 {
 	struct loop_tgt *t = loop_of(dev);
 	struct ublk_param_discard *d = &dev->params.discard;
-	int flags = O_RDWR | O_CLOEXEC;
+	int flags = (dev->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
 	struct stat st;
 
 	if (!t->path) {
 		ublkd_log("loop: needs --file PATH\n");
+		return -EINVAL;
+	}
+	if (t->size && dev->read_only) {
+		ublkd_log("loop: --size creates or resizes %s: not with --read-only\n",
+			  t->path);
 		return -EINVAL;
 	}
 	/* recover opens what add made: it never creates or resizes. */
@@ -125,6 +196,8 @@ static int loop_init(struct ublkd_dev *dev)
 			  t->path);
 		return -EINVAL;
 	}
+	if (loop_block_sizes(dev, &st))
+		return -EINVAL;
 	dev->size &= ~511ULL;
 	if (!dev->size) {
 		ublkd_log("loop: %s is empty (give --size)\n", t->path);

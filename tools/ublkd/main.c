@@ -3,7 +3,9 @@
  * ublkd - a ublk server.
  *
  *   ublkd add -t null|loop|nbd [-n ID] [-q QUEUES] [-d DEPTH] [-b MAX_IO]
- *             [-g|--get-data | -u|--user-copy] [-r|--recovery] [target options]
+ *             [-g|--get-data | -u|--user-copy] [-r|--recovery]
+ *             [--logical-block-size N] [--physical-block-size N]
+ *             [--read-only] [--foreground] [target options]
  *   ublkd del -n ID | -a
  *   ublkd list [-n ID] [-v]
  *   ublkd features
@@ -12,7 +14,12 @@
  * add forks one daemon per device, which adds the device, starts one
  * thread per queue and prints /dev/ublkbN once the disk is live. The
  * daemon's log, its counters and the arguments recover needs are in
- * /run/ublkd/N/. Exit status: 0 success, 1 failure (the message says
+ * /run/ublkd/N/. With --foreground add itself serves the device, its log
+ * on stderr, until SIGINT/SIGTERM/SIGHUP stops and deletes the device or
+ * ublkd del does (as rublk's and ublksrv's foreground mode); recover always
+ * starts a daemon. --read-only makes a read-only disk (loop opens its
+ * backing O_RDONLY) and the server fails any write that still reaches it
+ * with EROFS. Exit status: 0 success, 1 failure (the message says
  * what failed), 2 bad usage.
  */
 #include <ctype.h>
@@ -61,7 +68,10 @@ static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr,
 		"usage: ublkd add -t TARGET [-n ID] [-q QUEUES (1)] [-d DEPTH (64)] [-b MAX_IO (1M)]\n"
-		"                 [-g|--get-data | -u|--user-copy] [-r|--recovery] [target options]\n"
+		"                 [-g|--get-data | -u|--user-copy] [-r|--recovery]\n"
+		"                 [--logical-block-size N (the backend's, else 512)]\n"
+		"                 [--physical-block-size N (the backend's, else 4096)]\n"
+		"                 [--read-only] [--foreground] [target options]\n"
 		"       ublkd del -n ID | -a\n"
 		"       ublkd list [-n ID] [-v]\n"
 		"       ublkd features\n"
@@ -70,6 +80,19 @@ static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
 	for (i = 0; i < ARRAY_SIZE(targets); i++)
 		fprintf(stderr, "  %-5s %s\n", targets[i]->name, targets[i]->usage);
 	exit(2);
+}
+
+/*
+ * The start both number parsers below check before strtoull/strtoul,
+ * which skip blanks, take a sign and negate a '-' (so "-4096" would be
+ * 2^64 - 4096): 0 when @s starts with a digit, -ERANGE when with a minus
+ * sign (the callers say "negative"), -EINVAL otherwise (" 5", "+5", "").
+ */
+static int unsigned_start(const char *s)
+{
+	if (*s == '-')
+		return -ERANGE;
+	return isdigit((unsigned char)*s) ? 0 : -EINVAL;
 }
 
 /*
@@ -83,11 +106,10 @@ int ublkd_parse_size(const char *s, uint64_t *val)
 	unsigned int shift = 0;
 	unsigned long long v;
 	char *end;
+	int ret = unsigned_start(s);
 
-	if (*s == '-')
-		return -ERANGE;
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
+	if (ret)
+		return ret;
 	errno = 0;
 	v = strtoull(s, &end, 0);
 	if (errno == ERANGE)
@@ -117,11 +139,10 @@ int ublkd_parse_uint(const char *s, unsigned long min, unsigned long max,
 {
 	unsigned long v;
 	char *end;
+	int ret = unsigned_start(s);
 
-	if (*s == '-')
-		return -ERANGE;
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
+	if (ret)
+		return ret;
 	errno = 0;
 	v = strtoul(s, &end, 10);
 	if (*end)
@@ -376,6 +397,9 @@ static struct ublkd_stats *map_stats(int dev_id, bool create)
 
 /* ---- add / recover: the daemon ---- */
 
+/* Core options without a short form: above every target's (256 up). */
+enum { OPT_LBS = 0x1000, OPT_PBS, OPT_READ_ONLY, OPT_FOREGROUND };
+
 static const struct option core_opts[] = {
 	{ "target", required_argument, NULL, 't' },
 	{ "number", required_argument, NULL, 'n' },
@@ -385,6 +409,10 @@ static const struct option core_opts[] = {
 	{ "get-data", no_argument, NULL, 'g' },
 	{ "user-copy", no_argument, NULL, 'u' },
 	{ "recovery", no_argument, NULL, 'r' },
+	{ "logical-block-size", required_argument, NULL, OPT_LBS },
+	{ "physical-block-size", required_argument, NULL, OPT_PBS },
+	{ "read-only", no_argument, NULL, OPT_READ_ONLY },
+	{ "foreground", no_argument, NULL, OPT_FOREGROUND },
 };
 
 static const struct ublkd_tgt_ops *find_target(const char *name)
@@ -406,6 +434,23 @@ static int parse_int(const char *s, const char *what, int min, int max)
 	v = strtol(s, &end, 0);
 	if (errno || *end || end == s || v < min || v > max)
 		die_usage("bad %s '%s' (%d..%d)\n", what, s, min, max);
+	return v;
+}
+
+/*
+ * A block size option: a power of two in [min, max], as a number of bytes
+ * (no suffix: "4k" is not a block size anyone types).
+ */
+static unsigned int parse_block_size(const char *s, const char *what,
+				     unsigned long min, unsigned long max)
+{
+	unsigned long v;
+	int ret = ublkd_parse_uint(s, min, max, &v);
+
+	if (ret || (v & (v - 1)))
+		die_usage("bad %s '%s': %s (it takes powers of two, %lu..%lu)\n", what, s,
+			  ret == -ERANGE ? (*s == '-' ? "negative" : "out of range") :
+			  ret ? "not a number" : "not a power of two", min, max);
 	return v;
 }
 
@@ -547,6 +592,21 @@ static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 		case 'r':
 			dev->recovery = true;
 			break;
+		case OPT_LBS:
+			/* ublk takes 512 up to a page (ublk_validate_params()) */
+			dev->lbs = parse_block_size(optarg, "--logical-block-size",
+						    512, 4096);
+			break;
+		case OPT_PBS:
+			dev->pbs = parse_block_size(optarg, "--physical-block-size",
+						    512, 65536);
+			break;
+		case OPT_READ_ONLY:
+			dev->read_only = true;
+			break;
+		case OPT_FOREGROUND:
+			dev->foreground = true;
+			break;
 		default:
 			/* -f is loop's --file, as ublksrv spells it */
 			if ((c >= 256 || c == 'f') && ops->opt) {
@@ -570,6 +630,9 @@ static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 	}
 	if (optind < argc)
 		die_usage("unexpected argument '%s'\n", argv[optind]);
+	if (dev->lbs && dev->pbs && dev->pbs < dev->lbs)
+		die_usage("--physical-block-size %u is smaller than --logical-block-size %u\n",
+			  dev->pbs, dev->lbs);
 
 	dev->flags = UBLK_F_CMD_IOCTL_ENCODE | UBLK_F_URING_CMD_COMP_IN_TASK;
 	if (dev->mode == MODE_GET_DATA)
@@ -606,16 +669,62 @@ static void check_features(struct ublkd_dev *dev)
 		exit(1);
 }
 
+/*
+ * After the target's init: the block sizes the device reports. Logical:
+ * --logical-block-size, else the backend's alignment (a loop device on
+ * 4 KiB-sector storage, opened O_DIRECT, takes nothing smaller: as the
+ * kernel's loop, ublksrv and rublk do), else 512. Physical:
+ * --physical-block-size, else the backend's, else 4096, never below the
+ * logical. The size is rounded down to whole logical blocks. 0, or 1
+ * after saying what is wrong.
+ */
+static int choose_block_sizes(struct ublkd_dev *dev)
+{
+	unsigned int lbs = dev->lbs, pbs = dev->pbs;
+
+	if (!lbs) {
+		lbs = dev->backend_lbs > 512 ? dev->backend_lbs : 512;
+		if (lbs > 4096) {
+			ublkd_log("%s: the backend needs I/O aligned to %u bytes, more than ublk's largest logical block (4096)\n",
+				  dev->ops->name, lbs);
+			return 1;
+		}
+	} else if (lbs < dev->backend_lbs) {
+		ublkd_log("%s: --logical-block-size %u is smaller than the %u bytes its backend needs for O_DIRECT (%s)\n",
+			  dev->ops->name, lbs, dev->backend_lbs, dev->tgt_desc);
+		return 1;
+	}
+	if (!pbs) {
+		pbs = dev->backend_pbs ? dev->backend_pbs : 4096;
+		pbs = pbs > 65536 ? 65536 : pbs < lbs ? lbs : pbs;
+	} else if (pbs < lbs) {
+		ublkd_log("--physical-block-size %u is smaller than the logical block size %u\n",
+			  pbs, lbs);
+		return 1;
+	}
+	dev->size &= ~(uint64_t)(lbs - 1);
+	if (!dev->size) {
+		ublkd_log("%s: the device would be smaller than one %u-byte block\n",
+			  dev->ops->name, lbs);
+		return 1;
+	}
+	dev->lbs = lbs;
+	dev->pbs = pbs;
+	return 0;
+}
+
 static void set_basic_params(struct ublkd_dev *dev)
 {
 	struct ublk_param_basic *b = &dev->params.basic;
 
 	dev->params.len = sizeof(dev->params);
 	dev->params.types |= UBLK_PARAM_TYPE_BASIC;
-	b->logical_bs_shift = 9;
-	b->physical_bs_shift = 12;
-	b->io_opt_shift = 12;
-	b->io_min_shift = 9;
+	b->logical_bs_shift = __builtin_ctz(dev->lbs);
+	b->physical_bs_shift = __builtin_ctz(dev->pbs);
+	b->io_opt_shift = b->physical_bs_shift;
+	b->io_min_shift = b->logical_bs_shift;
+	if (dev->read_only)
+		b->attrs |= UBLK_ATTR_READ_ONLY;
 	b->max_sectors = dev->info.max_io_buf_bytes >> SECTOR_SHIFT;
 	b->dev_sectors = dev->size >> SECTOR_SHIFT;
 }
@@ -748,7 +857,7 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
 	ret = dev->ops->init(dev);
-	if (ret)
+	if (ret || choose_block_sizes(dev))
 		return 1;
 	if (recover && dev->size != dev->recover_size) {
 		ublkd_log("the backend (%s) has %llu bytes, the device %llu: refusing to recover onto a resized backend\n",
@@ -843,6 +952,12 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 			exit(1);
 		}
 	}
+	if (ready < 0) {	/* --foreground: no caller to tell */
+		ublkd_log("started: pid %d, %s\n", getpid(), dev->tgt_desc);
+		printf("/dev/ublkb%d\n", dev->info.dev_id);
+		fflush(stdout);
+		return daemon_wait(dev, &set);
+	}
 	redirect_log(dev->info.dev_id);
 	ublkd_log("%s: pid %d, %s\n", recover ? "recovered" : "started",
 		  getpid(), dev->tgt_desc);
@@ -876,6 +991,8 @@ static int spawn(struct ublkd_dev *dev, int argc, char **argv, bool recover)
 	ssize_t n;
 	pid_t pid;
 
+	if (dev->foreground && !recover)
+		return run_daemon(dev, argc, argv, false, -1);
 	if (pipe(pfd)) {
 		ublkd_log("pipe: %s\n", strerror(errno));
 		return 1;
@@ -1057,10 +1174,12 @@ static void list_one(int ctrl_fd, int id, bool verbose)
 	if (!verbose)
 		return;
 	if (!ret)
-		printf("\tattrs 0x%x%s%s max_sectors %u discard %s\n",
+		printf("\tattrs 0x%x%s%s%s physical block size %u max_sectors %u discard %s\n",
 		       params.basic.attrs,
+		       params.basic.attrs & UBLK_ATTR_READ_ONLY ? " read-only" : "",
 		       params.basic.attrs & UBLK_ATTR_VOLATILE_CACHE ? " volatile-cache" : "",
 		       params.basic.attrs & UBLK_ATTR_FUA ? " fua" : "",
+		       1U << params.basic.physical_bs_shift,
 		       params.basic.max_sectors,
 		       params.types & UBLK_PARAM_TYPE_DISCARD ? "yes" : "no");
 	st = map_stats(id, false);

@@ -171,6 +171,12 @@ static void handle_request(struct ublkd_queue *q, int tag)
 		ublkd_complete(q, tag, -EINVAL);
 		return;
 	}
+	/* The block layer refuses writes to a read-only disk; this is for
+	 * anything that gets past it. */
+	if (dev->read_only && op != UBLK_IO_OP_READ && op != UBLK_IO_OP_FLUSH) {
+		ublkd_complete(q, tag, -EROFS);
+		return;
+	}
 	if (dev->mode == MODE_USER_COPY && op == UBLK_IO_OP_WRITE) {
 		ssize_t n = pread(dev->cdev_fd, io->buf, iod_len(iod),
 				  user_copy_pos(q->q_id, tag));

@@ -156,9 +156,21 @@ struct ublkd_dev {
 	unsigned int max_io_bytes;
 	enum ublkd_mode mode;
 	bool recovery;
+	bool read_only;			/* --read-only: UBLK_ATTR_READ_ONLY */
+	bool foreground;		/* --foreground: add serves, no daemon */
 	bool recovering;		/* ublkd recover: never create or resize */
 	uint64_t recover_size;		/* recover: the device's size, bytes */
 	uint64_t size;			/* bytes, set by the target */
+	/*
+	 * Block sizes. lbs and pbs are what --logical-block-size and
+	 * --physical-block-size asked for (0: none), and after init what
+	 * the device reports. The target's init sets backend_lbs, the
+	 * alignment its backend needs (loop with O_DIRECT: the backing
+	 * device's logical block; 0: any), and backend_pbs, the backend's
+	 * physical block (0: unknown).
+	 */
+	unsigned int lbs, pbs;
+	unsigned int backend_lbs, backend_pbs;
 	uint64_t flags;			/* UBLK_F_* asked for */
 	struct ublk_params params;
 	const struct ublkd_tgt_ops *ops;
