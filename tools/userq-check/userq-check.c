@@ -1066,7 +1066,8 @@ static int storm(int secs)
  *     after the reset and reads on it (on FAST_NG, the unthrottled
  *     namespace 1, not to wait for the bucket again).
  */
-#define STALL_TIMEOUT_MS	100
+#define STALL_TIMEOUT_MS	100	/* below the driver's minimum: */
+#define STALL_MIN_TIMEOUT	1	/* seconds */
 #define STALL_PRIME		32768	/* 8 s at 4 KiB/s */
 #define STALL_LIMIT		5
 
@@ -1139,9 +1140,10 @@ static int stall(const char *fast_ng)
 	printf("stall: the read ended with %d (%s) after %.1f s\n", ret,
 	       ret < 0 ? strerror(-ret) : ret ? "NVMe status" :
 	       "posted by the controller as the reset drained it", took);
-	if (took * 1000 < STALL_TIMEOUT_MS) {
-		printf("stall: FAIL: it ended before its timeout: is %s throttled?\n",
-		       ng_path);
+	/* The driver bounds timeout_ms from below (NVME_UQ_MIN_TIMEOUT). */
+	if (took < STALL_MIN_TIMEOUT) {
+		printf("stall: FAIL: it ended after %.1f s, before the %d s minimum timeout (or is %s not throttled?)\n",
+		       took, STALL_MIN_TIMEOUT, ng_path);
 		return EXIT_FAIL;
 	}
 	if (took > STALL_LIMIT) {
