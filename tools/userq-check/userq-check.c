@@ -14,6 +14,11 @@
  *   userq-check stall NG BLOCKDEV FAST_NG   commands that time out on a
  *                                           throttled namespace (vm/run's
  *                                           nsid 2)
+ *   userq-check hold SECONDS NG             one read on an attached queue,
+ *                                           left unpolled for SECONDS (a
+ *                                           freeze meanwhile must wait for
+ *                                           it, and the driver reap it past
+ *                                           its timeout); then its result
  *   userq-check head NG BLOCKDEV            a multipath head's char device:
  *                                           attach refused (EOPNOTSUPP),
  *                                           commands flagged for the user
@@ -1193,6 +1198,57 @@ static int stall(const char *fast_ng)
 	return EXIT_PASS;
 }
 
+/*
+ * One 4 KiB read on the attached queue with a HOLD_TIMEOUT_MS timeout,
+ * then no poll for @secs seconds: only the driver's timeout work can reap
+ * it meanwhile. "hold: submitted" tells the caller when to act. Then the
+ * ring polls: exactly one CQE, res 0, counted on the user queue.
+ */
+#define HOLD_TIMEOUT_MS	4000
+
+static int hold(int secs)
+{
+	void *buf = xalloc(4096);
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	long cmds;
+	int ret;
+
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fprintf(stderr, "hold: setup or attach failed\n");
+		return EXIT_FAIL;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	sqe = queue_io(&ring, false, 0, buf, 4096, true, -1, 7);
+	((struct nvme_uring_cmd *)sqe->cmd)->timeout_ms = HOLD_TIMEOUT_MS;
+	/*
+	 * Not io_uring_submit(): on an IOPOLL ring it enters with
+	 * IORING_ENTER_GETEVENTS, which polls once. Publish the SQ tail and
+	 * enter to submit only.
+	 */
+	io_uring_smp_store_release(ring.sq.ktail, ring.sq.sqe_tail);
+	if (io_uring_enter(ring.ring_fd, 1, 0, 0, NULL) != 1) {
+		fprintf(stderr, "hold: submit failed\n");
+		return EXIT_FAIL;
+	}
+	printf("hold: submitted\n");
+	fflush(stdout);
+	sleep(secs);
+	ret = wait_one(&ring, NULL);
+	printf("hold: the read ended with %d\n", ret);
+	if (ret)
+		return EXIT_FAIL;
+	if (sysfs_num("user_queue_cmds") != cmds + 1) {
+		printf("hold: FAIL: the read was not on the user queue\n");
+		return EXIT_FAIL;
+	}
+	io_uring_queue_exit(&ring);
+	free(buf);
+	printf("hold: ok\n");
+	return EXIT_PASS;
+}
+
 /* ---- main ----------------------------------------------------------- */
 
 static void usage(void)
@@ -1202,6 +1258,7 @@ static void usage(void)
 		"       userq-check storm SECONDS /dev/ngXnY\n"
 		"       userq-check stall /dev/ngXnY /dev/nvmeXnY /dev/ngXnZ\n"
 		"       userq-check head /dev/ngXnY /dev/nvmeXnY   (a multipath head)\n"
+		"       userq-check hold SECONDS /dev/ngXnY\n"
 		"       userq-check -l\n");
 	exit(EXIT_USAGE);
 }
@@ -1289,6 +1346,10 @@ int main(int argc, char **argv)
 
 	if (argc == 4 && !strcmp(argv[1], "head"))
 		return head(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "hold")) {
+		ret = open_ng(argv[3]);
+		return ret ? ret : hold(atoi(argv[2]));
+	}
 	if (argc == 4 && !strcmp(argv[1], "storm")) {
 		ret = open_ng(argv[3]);
 		return ret ? ret : storm(atoi(argv[2]));
