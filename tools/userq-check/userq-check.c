@@ -1097,7 +1097,7 @@ static int stall(const char *fast_ng)
 	void *buf = xalloc(STALL_PRIME);
 	struct io_uring_cqe *cqe;
 	struct io_uring ring;
-	int status, ret, fast_fd;
+	int status, ret, fast_fd, i;
 	double t0, took;
 	pid_t pid;
 
@@ -1134,6 +1134,22 @@ static int stall(const char *fast_ng)
 	if (ring_setup(&ring, true) ||
 	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
 		fprintf(stderr, "stall: setup or attach failed\n");
+		return EXIT_FAIL;
+	}
+	/*
+	 * The reset's rescan freezes the namespace for a moment, which sends
+	 * commands to the normal path: wait until a small read takes the
+	 * queue again (each costs the throttle an eighth of a second).
+	 */
+	for (i = 0; i < 40; i++) {
+		cmds = sysfs_num("user_queue_cmds");
+		ret = do_io(&ring, false, 1 << 20, buf, 512, true, -1);
+		if (!ret && sysfs_num("user_queue_cmds") == cmds + 1)
+			break;
+		usleep(250000);
+	}
+	if (i == 40) {
+		printf("stall: FAIL: no read took the user queue for 10 s after the reset\n");
 		return EXIT_FAIL;
 	}
 	cmds = sysfs_num("user_queue_cmds");
