@@ -412,6 +412,13 @@ static bool case_exhaust(void)
 		else if (i == n - base && ret != -EBUSY)
 			ok = fail("attach with every queue taken: %d, want -EBUSY", ret);
 	}
+	/* A ring that owns a queue is told so, pool empty or not. */
+	if (ok && made > 1) {
+		ret = uq_op(&rings[0], ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+		if (ret != -EEXIST)
+			ok = fail("second attach of a ring, every queue taken: %d, want -EEXIST",
+				  ret);
+	}
 	for (i = 0; i < made; i++)
 		io_uring_queue_exit(&rings[i]);
 	/* Ring teardown runs in a workqueue: give it a moment. */
@@ -950,7 +957,7 @@ static const struct ucase cases[] = {
 	{ "bad-index", case_bad_index, "attach with a fixed-file index out of range (-EBADF)" },
 	{ "reserved", case_reserved, "attach with non-zero command fields or flags (-EINVAL)" },
 	{ "unprivileged", case_unprivileged, "attach without CAP_SYS_ADMIN (-EPERM)" },
-	{ "exhaust", case_exhaust, "one ring more than there are queues (-EBUSY)" },
+	{ "exhaust", case_exhaust, "one ring more than there are queues (-EBUSY), one attaching twice then (-EEXIST)" },
 	{ "no-queue-flag", case_no_queue_flag, "the flag on a ring with no queue: normal path" },
 	{ "xfer", case_xfer, "data both ways vs the block device, plain and registered buffers" },
 	{ "fallback", case_fallback, "vectored and misaligned commands with the flag: normal path" },
