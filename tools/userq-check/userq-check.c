@@ -1098,13 +1098,33 @@ static void queue_stalled_read(struct io_uring *ring, void *buf, uint64_t ud)
 	((struct nvme_uring_cmd *)sqe->cmd)->timeout_ms = STALL_TIMEOUT_MS;
 }
 
+/*
+ * A read of @len bytes at 1 MiB, on ng_fd, that completes on the user
+ * queue. A reset's rescan freezes the namespace for a moment, which sends
+ * commands to the normal path: try again for up to 10 s.
+ */
+static bool read_on_uq(struct io_uring *ring, void *buf, uint32_t len)
+{
+	long cmds;
+	int i;
+
+	for (i = 0; i < 40; i++) {
+		cmds = sysfs_num("user_queue_cmds");
+		if (!do_io(ring, false, 1 << 20, buf, len, true, -1) &&
+		    sysfs_num("user_queue_cmds") == cmds + 1)
+			return true;
+		usleep(250000);
+	}
+	return false;
+}
+
 static int stall(const char *fast_ng)
 {
 	long base = sysfs_num("user_queues_attached"), cmds;
 	void *buf = xalloc(STALL_PRIME);
 	struct io_uring_cqe *cqe;
 	struct io_uring ring;
-	int status, ret, fast_fd, i;
+	int status, ret, fast_fd;
 	double t0, took;
 	pid_t pid;
 
@@ -1143,19 +1163,8 @@ static int stall(const char *fast_ng)
 		fprintf(stderr, "stall: setup or attach failed\n");
 		return EXIT_FAIL;
 	}
-	/*
-	 * The reset's rescan freezes the namespace for a moment, which sends
-	 * commands to the normal path: wait until a small read takes the
-	 * queue again (each costs the throttle an eighth of a second).
-	 */
-	for (i = 0; i < 40; i++) {
-		cmds = sysfs_num("user_queue_cmds");
-		ret = do_io(&ring, false, 1 << 20, buf, 512, true, -1);
-		if (!ret && sysfs_num("user_queue_cmds") == cmds + 1)
-			break;
-		usleep(250000);
-	}
-	if (i == 40) {
+	/* (each probe costs the throttle an eighth of a second) */
+	if (!read_on_uq(&ring, buf, 512)) {
 		printf("stall: FAIL: no read took the user queue for 10 s after the reset\n");
 		return EXIT_FAIL;
 	}
@@ -1203,11 +1212,8 @@ static int stall(const char *fast_ng)
 	/* queue_io() issues on ng_fd and nsid: namespace 1's for this one */
 	ng_fd = fast_fd;
 	nsid = ioctl(fast_fd, NVME_IOCTL_ID);
-	cmds = sysfs_num("user_queue_cmds");
-	ret = do_io(&ring, false, 2 << 20, buf, 4096, true, -1);
-	if (ret || sysfs_num("user_queue_cmds") != cmds + 1) {
-		printf("stall: FAIL: a read after the reset: %d, or not on the user queue\n",
-		       ret);
+	if (!read_on_uq(&ring, buf, 4096)) {
+		printf("stall: FAIL: no read after the reset took the user queue for 10 s\n");
 		return EXIT_FAIL;
 	}
 	io_uring_queue_exit(&ring);
