@@ -4,7 +4,7 @@
 #   make demo            set up, build the perf kernel, boot it, run the tour
 #   make test            set up, build the debug kernel, run the test suite
 #   make bench B=NAME    benchmark scenario NAME (make bench lists them)
-#   make bench-insn      guest instructions per I/O of B=userq's two paths
+#   make bench-insn      guest instructions per I/O of B=userq's (or vblk's) two paths
 #   make shell [K=debug] interactive guest with the same devices
 #   make lint            checkpatch --strict, shellcheck, tools with -Werror
 #   make series-check    every patch builds on its own, no new sparse/W=1 warnings
@@ -50,9 +50,10 @@ bench: tools-perf
 insn-profile:
 	@$(MAKE) -s -C bench/insn-profile O=$(CURDIR)/build/insn-profile
 
-# Only the userq scenario has an instruction profile (bench/insn-userq.sh).
+# Scenarios with an instruction profile: userq (the default) and vblk
+# (bench/insn-userq.sh, bench/insn-vblk.sh).
 bench-insn: tools-perf insn-profile
-	@$(if $(filter-out userq,$(B)),$(error bench-insn: only B=userq is supported),)scripts/bench-insn.sh
+	@$(if $(filter-out userq vblk,$(B)),$(error bench-insn: B=userq or B=vblk),)scripts/bench-insn.sh $(B)
 
 shell: tools-$(K)
 	@vm/run -i -k $(K) -p $(if $(P),$(P),test)

@@ -6,7 +6,9 @@
 DIR (default results/insn) is what make bench-insn leaves: counts.txt (the
 plugin's snapshots, instructions and executions per translation block start
 address, cumulative), kallsyms (the guest's text symbols), runs.tsv (the
-marks that bracket each iobench run, and its I/O count) and setup.txt.
+marks that bracket each iobench run, and its I/O count) and setup.txt, whose
+variants= line names the baseline and the feature path (k0 and k1, the
+userq scenario's, when it has none) and title= what they are.
 
 Every run is the difference of the snapshots at its two marks. Per case and
 path the long and the short run of each repetition are subtracted, so that
@@ -37,6 +39,9 @@ import sys
 
 USER = '[user]'
 OTHER = '[kernel-other]'
+# What io_do_iopoll() calls once per request it polls, per path.
+POLL_ENTRIES = ('nvme_ns_chr_uring_cmd_iopoll', 'virtblk_chr_uring_cmd_iopoll',
+                'iocb_bio_iopoll')
 
 # Categories, first match wins; the function name is matched with re.match.
 CATEGORIES = [
@@ -52,6 +57,7 @@ CATEGORIES = [
         r'io_uring_cmd_iopoll$', r'nvme_ns_chr_uring_cmd_iopoll$', r'blk_rq_poll$',
         r'blk_rq_is_poll$', r'blk_queue_exit$', r'blk_hctx_poll$', r'bio_poll$',
         r'nvme_poll$', r'nvme_pci_uq_poll$', r'nvme_uq_finish$',
+        r'virtblk_chr_uring_cmd_iopoll$', r'iocb_bio_iopoll$', r'virtblk_poll$',
         r'_raw_spin_lock$', r'_raw_spin_unlock$']),
     ('nvme poll/completion', [
         r'nvme_poll_cq$', r'nvme_.*(complete|end_io|cqe|finish|reap)', r'nvme_pci_complete',
@@ -73,6 +79,9 @@ CATEGORIES = [
         r'nvme_setup_cmd', r'nvme_prep_rq', r'nvme_alloc_user_request',
         r'nvme_map_user_request', r'nvme_init_request', r'nvme_cmd_allowed',
         r'nvme_ns_chr_', r'nvme_passthru_', r'nvme_pci_uq_get', r'nvme_']),
+    ('virtio-blk and virtqueue', [
+        r'virtblk_', r'virtio_', r'__?virtqueue_', r'virtqueue_', r'vring_', r'vp_',
+        r'detach_buf', r'vm_notify']),
     ('blk-mq', [r'__?blk_', r'blk_', r'bio_', r'submit_bio', r'__?rq_', r'sbitmap',
                 r'__sbitmap', r'sbq_']),
     ('io_uring submit', [
@@ -96,9 +105,14 @@ ORDER = [c for c, _ in CATEGORIES] + ['other']
 _CAT_RE = [(c, re.compile('|'.join(f'(?:{p})' for p in ps))) for c, ps in CATEGORIES]
 
 
+def base_name(func):
+    """A module symbol without its " [module]"."""
+    return func.split(' ', 1)[0]
+
+
 def category(func):
     for c, r in _CAT_RE:
-        if r.match(func):
+        if r.match(base_name(func)):
             return c
     return 'other'
 
@@ -134,8 +148,10 @@ class Symbols:
         i = bisect.bisect_right(self.addrs, a) - 1
         if i < 0:
             return OTHER, False
-        # past the core kernel's text and before the next (module) symbol
-        if self.etext is not None and self.addrs[i] >= self.etext and a < 0xffffffffc0000000:
+        # past the core kernel's text (entry trampolines, BPF, ...) and not
+        # in a module: module symbols carry their " [module]", and their
+        # area starts at 0xffffffffa0000000 without KASLR
+        if self.etext is not None and a >= self.etext and ' [' not in self.names[i]:
             return OTHER, False
         return self.names[i], a == self.addrs[i]
 
@@ -212,6 +228,8 @@ def run_deltas(counts, runs, syms):
 def per_io(runs, case, variant):
     """Per-I/O figures of one case and path from its long-short pairs."""
     rs = [r for r in runs if r['case'] == case and r['variant'] == variant]
+    if not rs:
+        sys.exit(f'insn: no {variant} runs of {case} in runs.tsv')
     longest = max(r['secs'] for r in rs)
     shortest = min(r['secs'] for r in rs)
     pairs = []
@@ -252,7 +270,7 @@ def per_io(runs, case, variant):
     # CQEs (__io_submit_flush_completions); count one call of it as
     # productive, every other call as empty.
     passes = fio.get('io_do_iopoll', {}).get('calls', 0.0)
-    polls = fio.get('nvme_ns_chr_uring_cmd_iopoll', {}).get('calls', 0.0)
+    polls = sum(v['calls'] for f, v in fio.items() if base_name(f) in POLL_ENTRIES)
     productive = fio.get('__io_submit_flush_completions', {}).get('calls', 0.0)
     loop = cats['io_uring iopoll loop']
     per_poll = loop / polls if polls else 0.0
@@ -284,20 +302,28 @@ def ratio(a, b):
     return f'{a / b:.2f}x' if b else '-'
 
 
-def markdown(res, setup, cmds, top, qemu):
-    out = ['# Guest instructions per I/O: ng passthrough (-k0) vs user queue (-k1)', '']
+def setup_value(setup, key, default):
+    for line in setup:
+        if line.startswith(key + '='):
+            return line[len(key) + 1:]
+    return default
+
+
+def markdown(res, setup, cmds, top, qemu, va, vb):
+    title = setup_value(setup, 'title', f'{va} vs {vb}')
+    out = [f'# Guest instructions per I/O: {title}', '']
     out += ['Counted by the insn-profile QEMU plugin (bench/insn-profile), per I/O from',
-            'the difference of a long and a short run (bench/insn-userq.sh), pooled over',
+            'the difference of a long and a short run (bench/insn-lib.sh), pooled over',
             'the pairs (the median pair is shown too: one pair that spun in the poll',
-            'loop moves the pooled figure). Ratio is -k0 / -k1: how many times more',
+            f'loop moves the pooled figure). Ratio is {va} / {vb}: how many times more',
             'instructions the baseline spends per I/O. IOPS: median of the long runs.', '']
     out += ['## Summary', '',
-            '| case | -k0 insns/IO | -k1 insns/IO | ratio | median of pairs -k0 / -k1 | '
-            '-k0 w/o empty polls | -k1 w/o empty polls | ratio | polls/IO -k0 | polls/IO -k1 '
-            '| IOPS -k0 | IOPS -k1 |',
+            f'| case | {va} insns/IO | {vb} insns/IO | ratio | median of pairs {va} / {vb} | '
+            f'{va} w/o empty polls | {vb} w/o empty polls | ratio | polls/IO {va} | polls/IO {vb} '
+            f'| IOPS {va} | IOPS {vb} |',
             '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
     for case, v in res.items():
-        a, b = v['k0'], v['k1']
+        a, b = v[va], v[vb]
         out.append(f"| {case} | {fmt(a['total'])} | {fmt(b['total'])} | {ratio(a['total'], b['total'])} "
                    f"| {fmt(a['total_median_pair'])} / {fmt(b['total_median_pair'])} "
                    f"({ratio(a['total_median_pair'], b['total_median_pair'])}) "
@@ -307,12 +333,12 @@ def markdown(res, setup, cmds, top, qemu):
                    f"| {fmt(statistics.median(a['iops_long']))} | {fmt(statistics.median(b['iops_long']))} |")
     out.append('')
     for case, v in res.items():
-        a, b = v['k0'], v['k1']
+        a, b = v[va], v[vb]
         out += [f'## {case}', '']
         out += [f"{a['pairs']} pairs of {a['long_s']} s and {a['short_s']} s runs per path; "
-                f"per-pair totals -k0 {', '.join(fmt(x) for x in a['total_per_pair'])}, "
-                f"-k1 {', '.join(fmt(x) for x in b['total_per_pair'])} instructions/IO.", '']
-        out += ['| | -k0 | -k1 | -k0 minus -k1 |', '|---|---:|---:|---:|']
+                f"per-pair totals {va} {', '.join(fmt(x) for x in a['total_per_pair'])}, "
+                f"{vb} {', '.join(fmt(x) for x in b['total_per_pair'])} instructions/IO.", '']
+        out += [f'| | {va} | {vb} | {va} minus {vb} |', '|---|---:|---:|---:|']
         rows = [('total', 'total'), ('kernel', 'kernel'), ('user', 'user')]
         for label, k in rows:
             out.append(f'| **{label}** | {fmt(a[k])} | {fmt(b[k])} | {fmt(a[k] - b[k])} |')
@@ -335,7 +361,7 @@ def markdown(res, setup, cmds, top, qemu):
         out.append('')
         out += [f'Top {top} functions by instructions per I/O (calls per I/O where the '
                 'function is entered as a call):', '']
-        out += ['| function | category | -k0 insns | -k0 calls | -k1 insns | -k1 calls |',
+        out += [f'| function | category | {va} insns | {va} calls | {vb} insns | {vb} calls |',
                 '|---|---|---:|---:|---:|---:|']
         fs = set(a['functions']) | set(b['functions'])
         z = {'insns': 0.0, 'calls': 0.0}
@@ -392,21 +418,25 @@ def main():
         for f, n in sorted(fs.items(), key=lambda x: -x[1]):
             print(f'{n:14d} {category(f):28s} {f}')
         return
-    res = {}
-    for case in dict.fromkeys(r['case'] for r in runs):
-        res[case] = {v: per_io(runs, case, v) for v in ('k0', 'k1')}
     setup = []
     if os.path.exists(os.path.join(d, 'setup.txt')):
         setup = open(os.path.join(d, 'setup.txt')).read().splitlines()
+    variants = setup_value(setup, 'variants', 'k0 k1').split()
+    if len(variants) != 2:
+        sys.exit(f'insn: setup.txt: variants= must name two paths, not {variants}')
+    res = {}
+    for case in dict.fromkeys(r['case'] for r in runs):
+        res[case] = {v: per_io(runs, case, v) for v in variants}
     qemu = ''
     if os.path.exists(os.path.join(d, 'qemu.cmdline')):
         qemu = open(os.path.join(d, 'qemu.cmdline')).read().strip()
     cmds = [r['cmd'] for r in runs]
-    md = markdown(res, setup, cmds, args.top, qemu)
+    md = markdown(res, setup, cmds, args.top, qemu, *variants)
     jout = args.json or os.path.join(d, 'insn.json')
     mout = args.md or os.path.join(d, 'insn.md')
     with open(jout, 'w') as f:
-        json.dump({'setup': setup, 'qemu': qemu, 'commands': sorted(set(cmds)),
+        json.dump({'setup': setup, 'qemu': qemu, 'variants': variants,
+                   'commands': sorted(set(cmds)),
                    'runs': [{k: v for k, v in r.items() if k != 'funcs'} for r in runs],
                    'cases': res}, f, indent=1)
     with open(mout, 'w') as f:

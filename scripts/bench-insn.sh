@@ -1,16 +1,22 @@
 #!/bin/bash
-# make bench-insn: guest instructions per I/O of the userq benchmark's two
-# paths. Builds the insn-profile QEMU plugin, boots the perf kernel with
-# the bench profile and the plugin loaded (vm/run -P), runs
-# bench/insn-userq.sh inside, then bench/insn.py on the host.
-# ARGS="..." passes options to bench/insn-userq.sh (-r SEC -s SEC -N RUNS);
-# TRIES=N boots at most (5) when the NVMe device stalls.
+# make bench-insn [B=userq|vblk]: guest instructions per I/O of a
+# benchmark's two paths. Builds the insn-profile QEMU plugin, boots the perf
+# kernel with the bench profile and the plugin loaded (vm/run -P), runs
+# bench/insn-B.sh inside, then bench/insn.py on the host: results/insn
+# (userq) or results/insn-vblk.
+# ARGS="..." passes options to the guest script (-r SEC -s SEC -N RUNS);
+# TRIES=N boots at most (5) when the device stalls.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+scenario=${1:-userq}
+case $scenario in
+userq) out=$RESULTS/insn name=bench-insn ;;
+vblk) out=$RESULTS/insn-vblk name=bench-insn-vblk ;;
+*) die "bench-insn: no instruction profile for B=$scenario (userq, vblk)" ;;
+esac
 plugin=$BUILD/insn-profile/insn-profile.so
 map=$BUILD/kernel-perf/System.map
-out=$RESULTS/insn
 [ -f "$plugin" ] || die "no $plugin; run: make -C bench/insn-profile"
 [ -f "$map" ] || die "no $map; run: scripts/kernel.sh build perf"
 # QEMU's -plugin splits its argument at commas.
@@ -26,14 +32,14 @@ for try in $(seq "$tries"); do
 	rc=0
 	# ARGS is a list of options, split on purpose.
 	# shellcheck disable=SC2086
-	vm/run -k perf -p bench -t "${BENCH_TIMEOUT:-3600}" -n bench-insn \
-		-P "$plugin,out=$out/counts.txt,map=$map" -- bench/insn-userq.sh ${ARGS:-} || rc=$?
+	vm/run -k perf -p bench -t "${BENCH_TIMEOUT:-3600}" -n "$name" \
+		-P "$plugin,out=$out/counts.txt,map=$map" -- "bench/insn-$scenario.sh" ${ARGS:-} || rc=$?
 	[ "$rc" = 0 ] && break
-	grep -q -e 'IO error' -e 'iobench stalled' "$RESULTS/vm/bench-insn/console.log" ||
-		die "bench-insn: the guest failed (exit $rc), see $RESULTS/vm/bench-insn/console.log"
-	[ "$try" -lt "$tries" ] || die "bench-insn: the NVMe device stalled in all $tries boots"
-	step "bench-insn: the NVMe device stalled; boot again ($((try + 1))/$tries)"
+	grep -q -e 'IO error' -e 'iobench stalled' "$RESULTS/vm/$name/console.log" ||
+		die "bench-insn: the guest failed (exit $rc), see $RESULTS/vm/$name/console.log"
+	[ "$try" -lt "$tries" ] || die "bench-insn: the device stalled in all $tries boots"
+	step "bench-insn: the device stalled; boot again ($((try + 1))/$tries)"
 done
-cp "$RESULTS/vm/bench-insn/qemu.cmdline" "$out/qemu.cmdline"
+cp "$RESULTS/vm/$name/qemu.cmdline" "$out/qemu.cmdline"
 step "bench-insn: report"
 /usr/bin/python3 "$REPO/bench/insn.py" "$out"
