@@ -16,7 +16,8 @@
 # what a run costs whatever its length (iobench's start and exit, the ring
 # setup, the marks' own processes), so that what is left is per I/O. -N RUNS
 # (default 4) such pairs per case, the two variants alternating ABBA as
-# bench/run does.
+# bench/run does. -c CASE[,CASE...] runs only those cases (a quick look at
+# one case while a change is in progress; a report quotes every case).
 #
 # Output in DIR (-o, default $FASTPATH_RESULTS/$INSN_NAME): kallsyms (the
 # guest's text symbols, which bench/insn.py resolves the plugin's addresses
@@ -31,7 +32,7 @@ TESTS_DIR=$REPO/tests
 . "$TESTS_DIR/common/rc"
 IOBENCH=$TOOLS/iobench
 
-insn_long=5 insn_short=1 insn_runs=4 insn_out=
+insn_long=5 insn_short=1 insn_runs=4 insn_out='' insn_only=''
 insn_marks=0
 
 insn_die() {
@@ -39,11 +40,12 @@ insn_die() {
 	exit 1
 }
 
-# insn_options "$@": -r -s -N -o; -h prints the caller's header.
+# insn_options "$@": -r -s -N -o -c; -h prints the caller's header.
 insn_options() {
 	local opt
-	while getopts "r:s:N:o:h" opt; do
+	while getopts "r:s:N:o:c:h" opt; do
 		case $opt in
+		c) insn_only=$OPTARG ;;
 		r) insn_long=$OPTARG ;;
 		s) insn_short=$OPTARG ;;
 		N) insn_runs=$OPTARG ;;
@@ -118,6 +120,13 @@ insn_one() {
 insn_main() {
 	local run c v t order results host a=${INSN_VARIANTS[0]} b=${INSN_VARIANTS[1]}
 	insn_out=${insn_out:-${FASTPATH_RESULTS:-$REPO/results}/$INSN_NAME}
+	if [ -n "$insn_only" ]; then
+		for c in ${insn_only//,/ }; do
+			[ -n "${INSN_ARGS[$c]:-}" ] ||
+				insn_die "-c: no case '$c' (cases: ${INSN_CASES[*]})"
+		done
+		read -r -a INSN_CASES <<< "${insn_only//,/ }"
+	fi
 	mkdir -p "$insn_out"
 	rm -f "$insn_out"/*.json "$insn_out"/*.log "$insn_out/runs.tsv"
 	# Text symbols only (the plugin counts code), modules included.
@@ -133,7 +142,8 @@ insn_main() {
 
 	echo "$INSN_NAME: ${#INSN_CASES[@]} cases x $insn_runs runs x (${insn_long}s, ${insn_short}s), $a and $b interleaved ABBA"
 	# One throw-away second first: the first second after boot runs slower.
-	# shellcheck disable=SC2086
+	# INSN_VARG comes from the caller, as INSN_ARGS does.
+	# shellcheck disable=SC2086,SC2153
 	bounded 30 /dev/null ${INSN_ARGS[${INSN_CASES[0]}]} -r1 ${INSN_VARG[$a]}
 	for run in $(seq "$insn_runs"); do
 		for c in "${INSN_CASES[@]}"; do

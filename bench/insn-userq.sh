@@ -6,7 +6,7 @@
 #
 #   vm/run -k perf -p bench -n bench-insn \
 #       -P build/insn-profile/insn-profile.so,out=results/insn/counts.txt,map=build/kernel-perf/System.map \
-#       -- bench/insn-userq.sh [-r SEC] [-s SEC] [-N RUNS] [-o DIR]
+#       -- bench/insn-userq.sh [-r SEC] [-s SEC] [-N RUNS] [-c CASES] [-o DIR]
 #   python3 bench/insn.py results/insn          # on the host
 #
 # Why instructions: under TCG an I/O's time also holds QEMU's NVMe

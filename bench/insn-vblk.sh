@@ -7,7 +7,7 @@
 #
 #   vm/run -k perf -p bench -n bench-insn-vblk \
 #       -P build/insn-profile/insn-profile.so,out=results/insn-vblk/counts.txt,map=build/kernel-perf/System.map \
-#       -- bench/insn-vblk.sh [-r SEC] [-s SEC] [-N RUNS] [-o DIR]
+#       -- bench/insn-vblk.sh [-r SEC] [-s SEC] [-N RUNS] [-c CASES] [-o DIR]
 #   python3 bench/insn.py results/insn-vblk     # on the host
 #
 # Why instructions: under TCG a QD1 read's time is mostly QEMU's emulation

@@ -4,7 +4,7 @@
 # kernel with the bench profile and the plugin loaded (vm/run -P), runs
 # bench/insn-B.sh inside, then bench/insn.py on the host: results/insn
 # (userq) or results/insn-vblk.
-# ARGS="..." passes options to the guest script (-r SEC -s SEC -N RUNS);
+# ARGS="..." passes options to the guest script (-r SEC -s SEC -N RUNS -c CASES);
 # TRIES=N boots at most (5) when the device stalls.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
