@@ -4,14 +4,24 @@
  * own ring.
  *
  *   -f|--file PATH  the backing file or block device (required)
- *   --size SIZE     create or resize a regular file to SIZE first (add
- *                   only: recover opens the file as it is, and refuses
- *                   one that is missing or no longer the device's size)
+ *   --offset BYTES  the device's data starts that far into the backing
+ *                   (default 0); a multiple of the device's logical block
+ *   --size SIZE     a regular file: create or resize it to the offset
+ *                   plus SIZE first (add only: recover opens the file as
+ *                   it is, and refuses one that is missing or no longer
+ *                   the device's size); a block device: use SIZE of it,
+ *                   which must fit behind the offset. Default: all of the
+ *                   backing after the offset
  *   --buffered      no O_DIRECT (it is used whenever the backing allows)
  *
- * FLUSH is fdatasync, FUA a RWF_DSYNC write, DISCARD punches a hole,
- * WRITE_ZEROES zeroes the range (a hole where ZERO_RANGE is unsupported).
- * The device advertises a volatile cache and FUA, as both are implemented.
+ * FLUSH is fdatasync, FUA a RWF_DSYNC write. On a regular file DISCARD
+ * punches a hole and WRITE_ZEROES zeroes the range (a hole where
+ * ZERO_RANGE is unsupported). On a block device they are BLKDISCARD and
+ * BLKZEROOUT, synchronous in the queue's thread (fallocate on a block
+ * device would turn a discard into a write of zeroes, which a device
+ * without WRITE_ZEROES refuses); discard is offered only when the backing
+ * device has it, with its granularity. The device advertises a volatile
+ * cache and FUA, as both are implemented.
  *
  * Block sizes: with O_DIRECT the device's logical block is the smallest
  * the backing takes (as the kernel's loop does): BLKSSZGET of a block
@@ -33,13 +43,15 @@
 
 #include "ublkd.h"
 
-enum { OPT_FILE = 256, OPT_SIZE, OPT_BUFFERED };
+enum { OPT_FILE = 256, OPT_SIZE, OPT_BUFFERED, OPT_OFFSET };
 
 struct loop_tgt {
 	const char *path;
 	uint64_t size;
+	uint64_t offset;	/* --offset: where the device's data starts */
 	bool buffered;
 	bool direct;
+	bool bdev;		/* the backing is a block device */
 	int fd;
 };
 
@@ -52,6 +64,7 @@ static const struct option loop_opts[] = {
 	{ "file", required_argument, NULL, OPT_FILE },
 	{ "size", required_argument, NULL, OPT_SIZE },
 	{ "buffered", no_argument, NULL, OPT_BUFFERED },
+	{ "offset", required_argument, NULL, OPT_OFFSET },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -79,32 +92,36 @@ static int loop_opt(struct ublkd_dev *dev, int val, const char *arg)
 	case OPT_BUFFERED:
 		t->buffered = true;
 		return 0;
+	case OPT_OFFSET:
+		return ublkd_parse_size(arg, &t->offset);
 	}
 	return -EINVAL;
 }
 
 /*
- * queue/NAME of the block device a file lives on (st_dev), from sysfs: a
- * partition has no queue/ of its own, its disk's is one level up. 0 when
- * there is none (tmpfs, 9p, NFS: no block device).
+ * queue/NAME of block device @devt from sysfs: a partition has no queue/
+ * of its own, its disk's is one level up. For a file, @devt is the
+ * st_dev of its filesystem. 0 when there is none (tmpfs, 9p, NFS: no
+ * block device).
  */
-static unsigned int fs_queue_attr(dev_t st_dev, const char *name)
+static uint64_t queue_attr(dev_t devt, const char *name)
 {
 	static const char *const fmts[] = {
 		"/sys/dev/block/%u:%u/queue/%s",
 		"/sys/dev/block/%u:%u/../queue/%s",
 	};
-	unsigned int i, v = 0;
+	unsigned long long v = 0;
+	unsigned int i;
 	char path[128];
 	FILE *f;
 
 	for (i = 0; i < ARRAY_SIZE(fmts) && !v; i++) {
-		snprintf(path, sizeof(path), fmts[i], major(st_dev),
-			 minor(st_dev), name);
+		snprintf(path, sizeof(path), fmts[i], major(devt),
+			 minor(devt), name);
 		f = fopen(path, "re");
 		if (!f)
 			continue;
-		if (fscanf(f, "%u", &v) != 1)
+		if (fscanf(f, "%llu", &v) != 1)
 			v = 0;
 		fclose(f);
 	}
@@ -132,8 +149,8 @@ static int loop_block_sizes(struct ublkd_dev *dev, const struct stat *st)
 		    (stx.stx_mask & STATX_DIOALIGN))
 			lbs = stx.stx_dio_offset_align;
 		if (!lbs)
-			lbs = fs_queue_attr(st->st_dev, "logical_block_size");
-		pbs = fs_queue_attr(st->st_dev, "physical_block_size");
+			lbs = queue_attr(st->st_dev, "logical_block_size");
+		pbs = queue_attr(st->st_dev, "physical_block_size");
 	}
 	dev->backend_lbs = t->direct ? lbs : 0;
 	dev->backend_pbs = pbs;
@@ -145,6 +162,8 @@ static int loop_init(struct ublkd_dev *dev)
 	struct loop_tgt *t = loop_of(dev);
 	struct ublk_param_discard *d = &dev->params.discard;
 	int flags = (dev->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	uint64_t backing;
+	unsigned int lbs;
 	struct stat st;
 
 	if (!t->path) {
@@ -180,17 +199,27 @@ static int loop_init(struct ublkd_dev *dev)
 		return -errno;
 	}
 	if (S_ISBLK(st.st_mode)) {
-		if (ioctl(t->fd, BLKGETSIZE64, &dev->size)) {
+		t->bdev = true;
+		if (ioctl(t->fd, BLKGETSIZE64, &backing)) {
 			ublkd_log("loop: size of %s: %s\n", t->path, strerror(errno));
 			return -errno;
 		}
 	} else if (S_ISREG(st.st_mode)) {
-		if (t->size && !dev->recovering && ftruncate(t->fd, t->size)) {
-			ublkd_log("loop: resizing %s: %s\n", t->path, strerror(errno));
-			return -errno;
+		backing = st.st_size;
+		if (t->size && !dev->recovering) {
+			if (t->size > UINT64_MAX - t->offset) {
+				ublkd_log("loop: --offset %llu plus --size %llu overflows\n",
+					  (unsigned long long)t->offset,
+					  (unsigned long long)t->size);
+				return -EINVAL;
+			}
+			backing = t->offset + t->size;
+			if (ftruncate(t->fd, backing)) {
+				ublkd_log("loop: resizing %s: %s\n", t->path,
+					  strerror(errno));
+				return -errno;
+			}
 		}
-		dev->size = t->size && !dev->recovering ? t->size :
-			(uint64_t)st.st_size;
 	} else {
 		ublkd_log("loop: %s is neither a regular file nor a block device\n",
 			  t->path);
@@ -198,17 +227,54 @@ static int loop_init(struct ublkd_dev *dev)
 	}
 	if (loop_block_sizes(dev, &st))
 		return -EINVAL;
-	dev->size &= ~511ULL;
-	if (!dev->size) {
+	if (!backing) {
 		ublkd_log("loop: %s is empty (give --size)\n", t->path);
 		return -EINVAL;
 	}
+	/*
+	 * Every request is a whole number of logical blocks at a multiple of
+	 * one: so is its place in the backing only when the offset is (and
+	 * O_DIRECT needs that alignment).
+	 */
+	lbs = ublkd_logical_block_size(dev);
+	if (t->offset % lbs) {
+		ublkd_log("loop: --offset %llu is not a multiple of the device's logical block size (%u bytes)\n",
+			  (unsigned long long)t->offset, lbs);
+		return -EINVAL;
+	}
+	if (t->offset >= backing) {
+		ublkd_log("loop: --offset %llu is not inside %s (%llu bytes)\n",
+			  (unsigned long long)t->offset, t->path,
+			  (unsigned long long)backing);
+		return -EINVAL;
+	}
+	dev->size = backing - t->offset;
+	if (t->bdev && t->size) {
+		if (t->size > dev->size) {
+			ublkd_log("loop: --size %llu does not fit in %s after --offset %llu (%llu bytes there)\n",
+				  (unsigned long long)t->size, t->path,
+				  (unsigned long long)t->offset,
+				  (unsigned long long)dev->size);
+			return -EINVAL;
+		}
+		dev->size = t->size;
+	}
+	dev->size &= ~511ULL;
 	dev->params.basic.attrs = UBLK_ATTR_VOLATILE_CACHE | UBLK_ATTR_FUA;
 	dev->params.types |= UBLK_PARAM_TYPE_DISCARD;
 	d->discard_granularity = 4096;
 	d->max_discard_sectors = UINT32_MAX >> 9;
 	d->max_write_zeroes_sectors = UINT32_MAX >> 9;
 	d->max_discard_segments = 1;
+	if (t->bdev) {
+		/* BLKZEROOUT writes zeroes where the device cannot: always. */
+		uint64_t max = queue_attr(st.st_rdev, "discard_max_bytes") >> 9;
+		uint64_t gran = queue_attr(st.st_rdev, "discard_granularity");
+
+		d->max_discard_sectors = max > UINT32_MAX >> 9 ? UINT32_MAX >> 9 : max;
+		if (gran && gran <= UINT32_MAX)
+			d->discard_granularity = gran;
+	}
 	snprintf(dev->tgt_desc, sizeof(dev->tgt_desc), "%s", t->path);
 	return 0;
 }
@@ -245,16 +311,17 @@ static void loop_submit(struct ublkd_queue *q, int tag, int kind)
 	const struct ublksrv_io_desc *iod = &q->iods[tag];
 	struct io_uring_sqe *sqe = ublkd_get_sqe(q);
 	uint32_t done = lq->done[tag], len = iod_len(iod);
+	uint64_t off = iod_off(iod) + t->offset;
 	char *buf = q->ios[tag].buf;
 
 	switch (kind) {
 	case LOOP_RW:
 		if (iod_op(iod) == UBLK_IO_OP_READ) {
 			io_uring_prep_read(sqe, t->fd, buf + done, len - done,
-					   iod_off(iod) + done);
+					   off + done);
 		} else {
 			io_uring_prep_write(sqe, t->fd, buf + done, len - done,
-					    iod_off(iod) + done);
+					    off + done);
 			if (iod->op_flags & UBLK_IO_F_FUA)
 				sqe->rw_flags = RWF_DSYNC;
 		}
@@ -265,12 +332,12 @@ static void loop_submit(struct ublkd_queue *q, int tag, int kind)
 	case LOOP_PUNCH:
 		io_uring_prep_fallocate(sqe, t->fd,
 					FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					iod_off(iod), len);
+					off, len);
 		break;
 	case LOOP_ZERO:
 		io_uring_prep_fallocate(sqe, t->fd,
 					FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
-					iod_off(iod), len);
+					off, len);
 		break;
 	}
 	sqe->user_data = ud_build(tag, kind, 0, true);
@@ -278,9 +345,22 @@ static void loop_submit(struct ublkd_queue *q, int tag, int kind)
 	q->ios[tag].tgt_inflight++;
 }
 
+/*
+ * DISCARD (BLKDISCARD) or WRITE_ZEROES (BLKZEROOUT) on a block device,
+ * synchronously: the result.
+ */
+static int loop_bdev_range(struct loop_tgt *t, unsigned long req,
+			   const struct ublksrv_io_desc *iod)
+{
+	uint64_t range[2] = { iod_off(iod) + t->offset, iod_len(iod) };
+
+	return ioctl(t->fd, req, range) ? -errno : 0;
+}
+
 static int loop_queue_io(struct ublkd_queue *q, int tag,
 			 const struct ublksrv_io_desc *iod)
 {
+	struct loop_tgt *t = q->dev->tgt;
 	struct loop_queue *lq = q->tgt;
 
 	lq->done[tag] = 0;
@@ -293,9 +373,13 @@ static int loop_queue_io(struct ublkd_queue *q, int tag,
 		loop_submit(q, tag, LOOP_FSYNC);
 		break;
 	case UBLK_IO_OP_DISCARD:
+		if (t->bdev)
+			return loop_bdev_range(t, BLKDISCARD, iod);
 		loop_submit(q, tag, LOOP_PUNCH);
 		break;
 	case UBLK_IO_OP_WRITE_ZEROES:
+		if (t->bdev)
+			return loop_bdev_range(t, BLKZEROOUT, iod);
 		loop_submit(q, tag, LOOP_ZERO);
 		break;
 	default:
@@ -356,7 +440,7 @@ static const int loop_path_opts[] = { 'f', OPT_FILE, 0 };
 const struct ublkd_tgt_ops tgt_loop = {
 	.name = "loop",
 	.path_opts = loop_path_opts,
-	.usage = "-f|--file PATH [--size SIZE] [--buffered]",
+	.usage = "-f|--file PATH [--offset BYTES (0)] [--size SIZE] [--buffered]",
 	.opts = loop_opts,
 	.opt = loop_opt,
 	.init = loop_init,

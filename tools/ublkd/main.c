@@ -676,14 +676,21 @@ static void check_features(struct ublkd_dev *dev)
  * kernel's loop, ublksrv and rublk do), else 512. Physical:
  * --physical-block-size, else the backend's, else 4096, never below the
  * logical. The size is rounded down to whole logical blocks. 0, or 1
- * after saying what is wrong.
+ * after saying what is wrong. ublkd_logical_block_size() is the logical
+ * block alone, for a target's init (loop's --offset must be a multiple).
  */
+unsigned int ublkd_logical_block_size(const struct ublkd_dev *dev)
+{
+	if (dev->lbs)
+		return dev->lbs;
+	return dev->backend_lbs > 512 ? dev->backend_lbs : 512;
+}
+
 static int choose_block_sizes(struct ublkd_dev *dev)
 {
-	unsigned int lbs = dev->lbs, pbs = dev->pbs;
+	unsigned int lbs = ublkd_logical_block_size(dev), pbs = dev->pbs;
 
-	if (!lbs) {
-		lbs = dev->backend_lbs > 512 ? dev->backend_lbs : 512;
+	if (!dev->lbs) {
 		if (lbs > 4096) {
 			ublkd_log("%s: the backend needs I/O aligned to %u bytes, more than ublk's largest logical block (4096)\n",
 				  dev->ops->name, lbs);

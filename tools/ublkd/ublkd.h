@@ -198,6 +198,8 @@ void ublkd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int ublkd_parse_size(const char *s, uint64_t *val);
 int ublkd_parse_uint(const char *s, unsigned long min, unsigned long max,
 		     unsigned long *val);
+/* The logical block the device will report, once init set backend_lbs. */
+unsigned int ublkd_logical_block_size(const struct ublkd_dev *dev);
 
 static inline unsigned int iod_op(const struct ublksrv_io_desc *iod)
 {
