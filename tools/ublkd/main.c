@@ -19,8 +19,9 @@
  * ublkd del does (as rublk's and ublksrv's foreground mode); recover always
  * starts a daemon. --read-only makes a read-only disk (loop opens its
  * backing O_RDONLY) and the server fails any write that still reaches it
- * with EROFS. Exit status: 0 success, 1 failure (the message says
- * what failed), 2 bad usage.
+ * with EROFS. Each queue's thread is pinned to the CPUs the driver maps
+ * to its queue (GET_QUEUE_AFFINITY). Exit status: 0 success, 1 failure
+ * (the message says what failed), 2 bad usage.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -271,6 +272,33 @@ static const struct {
 	{ UBLK_F_USER_COPY, "USER_COPY" },
 	{ UBLK_F_ZONED, "ZONED" },
 };
+
+/*
+ * @set as a CPU list, "0-3,6", the form of /proc's Cpus_allowed_list;
+ * "none" when it is empty.
+ */
+void ublkd_cpu_list(const cpu_set_t *set, char *buf, size_t len)
+{
+	size_t off = 0;
+	int cpu, first;
+
+	buf[0] = 0;
+	for (cpu = 0; cpu < CPU_SETSIZE && off < len; cpu++) {
+		if (!CPU_ISSET(cpu, set))
+			continue;
+		first = cpu;
+		while (cpu + 1 < CPU_SETSIZE && CPU_ISSET(cpu + 1, set))
+			cpu++;
+		if (first == cpu)
+			off += snprintf(buf + off, len - off, "%s%d",
+					off ? "," : "", cpu);
+		else
+			off += snprintf(buf + off, len - off, "%s%d-%d",
+					off ? "," : "", first, cpu);
+	}
+	if (!off)
+		snprintf(buf, len, "none");
+}
 
 static void print_flags(uint64_t flags)
 {
@@ -756,6 +784,32 @@ static int open_cdev(struct ublkd_dev *dev)
 	return 0;
 }
 
+/*
+ * Each queue's CPUs, for its thread to be pinned to: GET_QUEUE_AFFINITY
+ * fills a cpumask (a multiple of 8 bytes covering every possible CPU)
+ * with the CPUs the block layer maps to that hardware queue. When the
+ * driver cannot say, a warning: the threads then run anywhere.
+ */
+static void get_affinity(struct ublkd_dev *dev)
+{
+	cpu_set_t *sets = calloc(dev->nr_queues, sizeof(*sets));
+	int q, ret;
+
+	if (!sets)
+		return;
+	for (q = 0; q < dev->nr_queues; q++) {
+		ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_GET_QUEUE_AFFINITY,
+			       dev->info.dev_id, &sets[q], sizeof(sets[q]), q);
+		if (ret) {
+			ublkd_log("warning: GET_QUEUE_AFFINITY for queue %d: %s; the queue threads are not pinned\n",
+				  q, strerror(-ret));
+			free(sets);
+			return;
+		}
+	}
+	dev->affinity = sets;
+}
+
 static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
 static int nr_done;
 
@@ -932,6 +986,7 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 
 	if (open_cdev(dev))
 		goto del;
+	get_affinity(dev);
 	if (ublkd_start_queues(dev)) {
 		ublkd_log("queue setup failed\n");
 		goto del;
@@ -1190,6 +1245,17 @@ static void list_one(int ctrl_fd, int id, bool verbose)
 		       params.basic.max_sectors,
 		       params.types & UBLK_PARAM_TYPE_DISCARD ? "yes" : "no");
 	st = map_stats(id, false);
+	/* A line per queue: its thread and its CPUs, as ublksrv's list. */
+	for (q = 0; q < info.nr_hw_queues && q < UBLKD_MAX_QUEUES; q++) {
+		char cpus[256] = "?";
+		cpu_set_t set;
+
+		if (!ctrl_cmd(ctrl_fd, UBLK_U_CMD_GET_QUEUE_AFFINITY, id, &set,
+			      sizeof(set), q))
+			ublkd_cpu_list(&set, cpus, sizeof(cpus));
+		printf("\tqueue %d: tid %d affinity %s\n", q,
+		       st ? st->tid[q] : 0, cpus);
+	}
 	if (!st)
 		return;
 	printf("\tcounters:");

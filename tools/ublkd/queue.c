@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -269,6 +270,7 @@ static int queue_setup(struct ublkd_queue *q)
 			return -ENOMEM;
 	}
 	q->stats = dev->stats->q[q->q_id];
+	dev->stats->tid[q->q_id] = syscall(SYS_gettid);
 	if (dev->ops->init_queue) {
 		ret = dev->ops->init_queue(q);
 		if (ret)
@@ -347,6 +349,40 @@ static void queue_teardown(struct ublkd_queue *q)
 		munmap((void *)q->iods, q->iods_len);
 }
 
+/*
+ * Pin the calling queue thread to the CPUs whose requests its queue
+ * serves, before it allocates anything (its memory then comes from their
+ * node): the driver hands each request to this thread as task work, so
+ * the thread and the submitter share a CPU's caches (as ublksrv and rublk
+ * do). A failure (a cpuset that excludes those CPUs) costs only that, so
+ * it is a warning. A queue no CPU maps to stays unpinned (the driver
+ * makes at most one queue per possible CPU, so only offline CPUs could
+ * leave one without).
+ */
+static void queue_pin(struct ublkd_queue *q)
+{
+	const cpu_set_t *set;
+	char cpus[256];
+	int ret;
+
+	snprintf(cpus, sizeof(cpus), "ublkd-q%d", q->q_id);
+	pthread_setname_np(pthread_self(), cpus);
+	if (!q->dev->affinity)
+		return;
+	set = &q->dev->affinity[q->q_id];
+	if (!CPU_COUNT(set)) {
+		ublkd_log("queue %d: no CPU maps to it; its thread is not pinned\n",
+			  q->q_id);
+		return;
+	}
+	ret = pthread_setaffinity_np(pthread_self(), sizeof(*set), set);
+	if (ret) {
+		ublkd_cpu_list(set, cpus, sizeof(cpus));
+		ublkd_log("warning: queue %d: pinning its thread to CPUs %s: %s; it runs unpinned\n",
+			  q->q_id, cpus, strerror(ret));
+	}
+}
+
 static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
 static int nr_ready;
@@ -360,6 +396,7 @@ static void *queue_thread(void *arg)
 	time_t last_tick = 0;
 	unsigned int head, n;
 
+	queue_pin(q);
 	q->err = queue_setup(q);
 	pthread_mutex_lock(&ready_lock);
 	nr_ready++;

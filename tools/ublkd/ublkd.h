@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ enum ublkd_stat {
 
 struct ublkd_stats {
 	uint64_t q[UBLKD_MAX_QUEUES][ST_NR];
+	int32_t tid[UBLKD_MAX_QUEUES];	/* each queue's thread, for list */
 };
 
 /*
@@ -180,6 +182,12 @@ struct ublkd_dev {
 	int cdev_fd;
 	struct ublksrv_ctrl_dev_info info;
 	struct ublkd_queue *queues;
+	/*
+	 * Per queue: the CPUs whose requests it serves
+	 * (UBLK_CMD_GET_QUEUE_AFFINITY), which its thread is pinned to; NULL
+	 * when the driver could not say (the threads run anywhere).
+	 */
+	cpu_set_t *affinity;
 	struct ublkd_stats *stats;
 	char tgt_desc[256];		/* shown by list */
 };
@@ -194,6 +202,7 @@ void ublkd_join_queues(struct ublkd_dev *dev);
 void ublkd_queue_done(struct ublkd_dev *dev);
 
 /* main.c */
+void ublkd_cpu_list(const cpu_set_t *set, char *buf, size_t len);
 void ublkd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int ublkd_parse_size(const char *s, uint64_t *val);
 int ublkd_parse_uint(const char *s, unsigned long min, unsigned long max,
