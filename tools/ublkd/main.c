@@ -5,7 +5,7 @@
  *   ublkd add -t null|loop|nbd [-n ID] [-q QUEUES] [-d DEPTH] [-b MAX_IO]
  *             [-g|--get-data | -u|--user-copy] [-r|--recovery]
  *             [--logical-block-size N] [--physical-block-size N]
- *             [--read-only] [--foreground] [target options]
+ *             [--read-only] [--foreground] [--unprivileged] [target options]
  *   ublkd del -n ID | -a
  *   ublkd list [-n ID] [-v]
  *   ublkd features
@@ -19,9 +19,14 @@
  * ublkd del does (as rublk's and ublksrv's foreground mode); recover always
  * starts a daemon. --read-only makes a read-only disk (loop opens its
  * backing O_RDONLY) and the server fails any write that still reaches it
- * with EROFS. Each queue's thread is pinned to the CPUs the driver maps
- * to its queue (GET_QUEUE_AFFINITY). Exit status: 0 success, 1 failure
- * (the message says what failed), 2 bad usage.
+ * with EROFS. --unprivileged asks for UBLK_F_UNPRIVILEGED_DEV, which
+ * lets a user without CAP_SYS_ADMIN add a device and serve it: every
+ * command for such a device names its /dev/ublkcN, which the caller must
+ * have access to (a udev rule gives it to the device's owner), and its
+ * state is in $XDG_RUNTIME_DIR/ublkd/N. Each queue's thread is pinned to
+ * the CPUs the driver maps to its queue (GET_QUEUE_AFFINITY). Exit
+ * status: 0 success, 1 failure (the message says what failed), 2 bad
+ * usage.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -72,7 +77,7 @@ static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
 		"                 [-g|--get-data | -u|--user-copy] [-r|--recovery]\n"
 		"                 [--logical-block-size N (the backend's, else 512)]\n"
 		"                 [--physical-block-size N (the backend's, else 4096)]\n"
-		"                 [--read-only] [--foreground] [target options]\n"
+		"                 [--read-only] [--foreground] [--unprivileged] [target options]\n"
 		"       ublkd del -n ID | -a\n"
 		"       ublkd list [-n ID] [-v]\n"
 		"       ublkd features\n"
@@ -182,8 +187,9 @@ static void ctrl_ring_reset(void)
 	ring_ok = false;
 }
 
-static int ctrl_cmd(int ctrl_fd, unsigned int op, int dev_id, void *buf,
-		    unsigned int len, uint64_t data0)
+/* One control command; @path_len bytes of @buf are a char device path. */
+static int raw_cmd(int ctrl_fd, unsigned int op, int dev_id, void *buf,
+		   unsigned int len, uint64_t data0, unsigned int path_len)
 {
 	struct io_uring_sqe *sqe;
 	struct io_uring_cqe *cqe;
@@ -193,6 +199,7 @@ static int ctrl_cmd(int ctrl_fd, unsigned int op, int dev_id, void *buf,
 		.addr = (uintptr_t)buf,
 		.len = len,
 		.data = { data0 },
+		.dev_path_len = path_len,
 	};
 	int ret;
 
@@ -224,6 +231,116 @@ static int ctrl_cmd(int ctrl_fd, unsigned int op, int dev_id, void *buf,
 	return ret;
 }
 
+/*
+ * A command for a device added with UBLK_F_UNPRIVILEGED_DEV: the path of
+ * its char device goes first in the buffer (dev_path_len bytes, the NUL
+ * included), and the driver checks that the caller may read it (the
+ * queries) or read and write it (every other command) before it looks at
+ * the rest (ublk_ctrl_uring_cmd_permission()). The same layout as
+ * ublksrv's.
+ */
+static int path_cmd(int ctrl_fd, unsigned int op, int dev_id, void *buf,
+		    unsigned int len, uint64_t data0)
+{
+	char path[64], *full;
+	unsigned int path_len;
+	int ret;
+
+	path_len = snprintf(path, sizeof(path), "/dev/ublkc%d", dev_id) + 1;
+	if (path_len + len > UINT16_MAX)
+		return -EINVAL;
+	full = malloc(path_len + len);
+	if (!full)
+		return -ENOMEM;
+	memcpy(full, path, path_len);
+	if (len)
+		memcpy(full + path_len, buf, len);
+	ret = raw_cmd(ctrl_fd, op, dev_id, full, path_len + len, data0, path_len);
+	if (len)
+		memcpy(buf, full + path_len, len);
+	free(full);
+	return ret;
+}
+
+/*
+ * Which devices are unprivileged, as far as this process knows: asked
+ * with GET_DEV_INFO2, which carries the path whatever the device's kind,
+ * once per device.
+ */
+static struct {
+	int id;
+	bool unprivileged;
+} dev_kinds[64];
+static unsigned int nr_dev_kinds;
+
+static void dev_kind_set(int dev_id, bool unprivileged)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_dev_kinds && i < ARRAY_SIZE(dev_kinds); i++)
+		if (dev_kinds[i].id == dev_id)
+			break;
+	if (i == nr_dev_kinds)
+		nr_dev_kinds++;
+	i %= ARRAY_SIZE(dev_kinds);
+	dev_kinds[i].id = dev_id;
+	dev_kinds[i].unprivileged = unprivileged;
+}
+
+static void dev_kind_forget(int dev_id)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_dev_kinds && i < ARRAY_SIZE(dev_kinds); i++)
+		if (dev_kinds[i].id == dev_id)
+			dev_kinds[i].id = -1;
+}
+
+/*
+ * 1 when device @dev_id is unprivileged, 0 when it is not or cannot be
+ * told (no /dev/ublkcN to name, a driver without GET_DEV_INFO2: such a
+ * device is an ordinary one), or the -errno that settles it: no such
+ * device, or no permission (the command itself would fail so too).
+ */
+static int dev_unprivileged(int ctrl_fd, int dev_id)
+{
+	struct ublksrv_ctrl_dev_info info;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < nr_dev_kinds && i < ARRAY_SIZE(dev_kinds); i++)
+		if (dev_kinds[i].id == dev_id)
+			return dev_kinds[i].unprivileged;
+	ret = path_cmd(ctrl_fd, UBLK_U_CMD_GET_DEV_INFO2, dev_id, &info,
+		       sizeof(info), 0);
+	if (ret == -ENODEV || ret == -EPERM || ret == -EACCES)
+		return ret;
+	if (ret)
+		return 0;
+	dev_kind_set(dev_id, info.flags & UBLK_F_UNPRIVILEGED_DEV);
+	return !!(info.flags & UBLK_F_UNPRIVILEGED_DEV);
+}
+
+/* A control command: for an existing device, in the form its kind takes. */
+static int ctrl_cmd(int ctrl_fd, unsigned int op, int dev_id, void *buf,
+		    unsigned int len, uint64_t data0)
+{
+	int ret;
+
+	if (op == UBLK_U_CMD_ADD_DEV || op == UBLK_U_CMD_GET_FEATURES)
+		return raw_cmd(ctrl_fd, op, dev_id, buf, len, data0, 0);
+	ret = dev_unprivileged(ctrl_fd, dev_id);
+	if (ret < 0)
+		return ret;
+	if (ret)
+		ret = path_cmd(ctrl_fd, op, dev_id, buf, len, data0);
+	else
+		ret = raw_cmd(ctrl_fd, op, dev_id, buf, len, data0, 0);
+	if (op == UBLK_U_CMD_DEL_DEV && !ret)
+		dev_kind_forget(dev_id);
+	return ret;
+}
+
 static int get_info(int ctrl_fd, int dev_id, struct ublksrv_ctrl_dev_info *info)
 {
 	memset(info, 0, sizeof(*info));
@@ -238,8 +355,10 @@ static int get_named_info(int ctrl_fd, int dev_id,
 	int ret = get_info(ctrl_fd, dev_id, info);
 
 	if (ret)
-		ublkd_log("device %d: %s\n", dev_id,
-			  ret == -ENODEV ? "no such device" : strerror(-ret));
+		ublkd_log("device %d: %s%s\n", dev_id,
+			  ret == -ENODEV ? "no such device" : strerror(-ret),
+			  ret == -EPERM ? " (an ordinary device: it takes CAP_SYS_ADMIN)" :
+			  ret == -EACCES ? " (an unprivileged device: only who may read and write its /dev/ublkcN controls it)" : "");
 	return ret;
 }
 
@@ -319,11 +438,32 @@ static const char *state_name(int state)
 	return "?";
 }
 
-/* ---- per-device state in /run/ublkd/N/ ---- */
+/*
+ * ---- per-device state in /run/ublkd/N/ ----
+ *
+ * An unprivileged device's daemon cannot write /run/ublkd: its state is
+ * under its owner's runtime directory, $XDG_RUNTIME_DIR/ublkd/N (the
+ * owner's own XDG_RUNTIME_DIR; for anyone else /run/user/UID/ublkd/N).
+ */
+/* (room left for "/N/name" in a PATH_MAX path) */
+static char run_base[PATH_MAX - 64] = UBLKD_RUN_DIR;
+
+static void set_run_base(const struct ublksrv_ctrl_dev_info *info)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+
+	if (!(info->flags & UBLK_F_UNPRIVILEGED_DEV))
+		snprintf(run_base, sizeof(run_base), UBLKD_RUN_DIR);
+	else if (xdg && *xdg == '/' && getuid() == info->owner_uid)
+		snprintf(run_base, sizeof(run_base), "%s/ublkd", xdg);
+	else
+		snprintf(run_base, sizeof(run_base), "/run/user/%u/ublkd",
+			 info->owner_uid);
+}
 
 static void run_path(char *buf, size_t len, int dev_id, const char *name)
 {
-	snprintf(buf, len, UBLKD_RUN_DIR "/%d/%s", dev_id, name);
+	snprintf(buf, len, "%s/%d/%s", run_base, dev_id, name);
 }
 
 static void run_dir_remove(int dev_id)
@@ -336,7 +476,7 @@ static void run_dir_remove(int dev_id)
 		run_path(path, sizeof(path), dev_id, files[i]);
 		unlink(path);
 	}
-	snprintf(path, sizeof(path), UBLKD_RUN_DIR "/%d", dev_id);
+	snprintf(path, sizeof(path), "%s/%d", run_base, dev_id);
 	rmdir(path);
 }
 
@@ -426,7 +566,10 @@ static struct ublkd_stats *map_stats(int dev_id, bool create)
 /* ---- add / recover: the daemon ---- */
 
 /* Core options without a short form: above every target's (256 up). */
-enum { OPT_LBS = 0x1000, OPT_PBS, OPT_READ_ONLY, OPT_FOREGROUND };
+enum {
+	OPT_LBS = 0x1000, OPT_PBS, OPT_READ_ONLY, OPT_FOREGROUND,
+	OPT_UNPRIVILEGED,
+};
 
 static const struct option core_opts[] = {
 	{ "target", required_argument, NULL, 't' },
@@ -441,6 +584,8 @@ static const struct option core_opts[] = {
 	{ "physical-block-size", required_argument, NULL, OPT_PBS },
 	{ "read-only", no_argument, NULL, OPT_READ_ONLY },
 	{ "foreground", no_argument, NULL, OPT_FOREGROUND },
+	/* ublksrv's name for UBLK_F_UNPRIVILEGED_DEV */
+	{ "unprivileged", no_argument, NULL, OPT_UNPRIVILEGED },
 };
 
 static const struct ublkd_tgt_ops *find_target(const char *name)
@@ -635,6 +780,9 @@ static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 		case OPT_FOREGROUND:
 			dev->foreground = true;
 			break;
+		case OPT_UNPRIVILEGED:
+			dev->unprivileged = true;
+			break;
 		default:
 			/* -f is loop's --file, as ublksrv spells it */
 			if ((c >= 256 || c == 'f') && ops->opt) {
@@ -669,6 +817,14 @@ static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 		dev->flags |= UBLK_F_USER_COPY;
 	if (dev->recovery)
 		dev->flags |= UBLK_F_USER_RECOVERY | UBLK_F_USER_RECOVERY_REISSUE;
+	if (dev->unprivileged) {
+		/* What ublk_ctrl_add_dev() does with them for such a device. */
+		if (dev->mode == MODE_USER_COPY)
+			die_usage("--unprivileged excludes --user-copy: the driver refuses USER_COPY for an unprivileged device (a server that never fills a READ's buffer would show the reader kernel memory)\n");
+		if (dev->recovery)
+			die_usage("--unprivileged excludes --recovery: the driver drops USER_RECOVERY for an unprivileged device (a server it cannot trust could hang the error handling)\n");
+		dev->flags |= UBLK_F_UNPRIVILEGED_DEV;
+	}
 }
 
 /* Every flag asked for must be one the driver has: say which is not. */
@@ -692,6 +848,7 @@ static void check_features(struct ublkd_dev *dev)
 				  flag_names[i].name,
 				  flag_names[i].flag == UBLK_F_NEED_GET_DATA ? "--get-data" :
 				  flag_names[i].flag == UBLK_F_USER_COPY ? "--user-copy" :
+				  flag_names[i].flag == UBLK_F_UNPRIVILEGED_DEV ? "--unprivileged" :
 				  "--recovery");
 	if (missing)
 		exit(1);
@@ -770,15 +927,26 @@ static int open_cdev(struct ublkd_dev *dev)
 	int i;
 
 	snprintf(path, sizeof(path), "/dev/ublkc%d", dev->info.dev_id);
-	/* devtmpfs creates the node; give a udev rule a moment too. */
-	for (i = 0; i < 100; i++) {
+	/*
+	 * devtmpfs creates the node; give a udev rule a moment too. An
+	 * unprivileged device's node is root's (0600) until a udev rule
+	 * gives it to its owner: wait up to 10 s for that.
+	 */
+	for (i = 0; i < 500; i++) {
 		dev->cdev_fd = open(path, O_RDWR | O_CLOEXEC);
-		if (dev->cdev_fd >= 0 || errno != ENOENT)
+		if (dev->cdev_fd >= 0)
+			break;
+		if (errno != ENOENT && !(dev->unprivileged &&
+					 (errno == EACCES || errno == EPERM)))
+			break;
+		if (errno == ENOENT && i >= 100)
 			break;
 		usleep(20000);
 	}
 	if (dev->cdev_fd < 0) {
-		ublkd_log("opening %s: %s\n", path, strerror(errno));
+		ublkd_log("opening %s: %s%s\n", path, strerror(errno),
+			  dev->unprivileged && (errno == EACCES || errno == EPERM) ?
+			  " (an unprivileged device's /dev/ublkcN and /dev/ublkbN must be given to their owner, as a udev rule does: see the README)" : "");
 		return -errno;
 	}
 	return 0;
@@ -941,9 +1109,20 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 			       info, sizeof(*info), 0);
 		if (ret) {
 			ublkd_log("ADD_DEV: %s%s\n", strerror(-ret),
-				  ret == -EEXIST ? " (that device id is taken)" : "");
+				  ret == -EEXIST ? " (that device id is taken)" :
+				  ret == -EPERM && !dev->unprivileged ?
+				  " (adding a device takes CAP_SYS_ADMIN; without it, add an unprivileged device with --unprivileged)" :
+				  ret == -EACCES && dev->unprivileged ?
+				  " (the driver's limit of unprivileged devices, ublk_drv's ublks_max, is reached)" : "");
 			return 1;
 		}
+		/* With CAP_SYS_ADMIN the driver makes an ordinary device. */
+		if (dev->unprivileged && !(info->flags & UBLK_F_UNPRIVILEGED_DEV)) {
+			ublkd_log("--unprivileged: the caller has CAP_SYS_ADMIN, so the driver made an ordinary device\n");
+			dev->unprivileged = false;
+			dev->flags &= ~UBLK_F_UNPRIVILEGED_DEV;
+		}
+		dev_kind_set(info->dev_id, dev->unprivileged);
 		if ((info->flags & dev->flags) != dev->flags) {
 			ublkd_log("the driver dropped flags 0x%llx\n",
 				  (unsigned long long)(dev->flags & ~info->flags));
@@ -970,9 +1149,14 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 	dev->nr_queues = dev->info.nr_hw_queues;
 	dev->max_io_bytes = dev->info.max_io_buf_bytes;
 
-	snprintf(path, sizeof(path), UBLKD_RUN_DIR "/%d", dev->info.dev_id);
-	mkdir(UBLKD_RUN_DIR, 0755);
-	mkdir(path, 0755);
+	set_run_base(&dev->info);
+	snprintf(path, sizeof(path), "%s/%d", run_base, dev->info.dev_id);
+	mkdir(run_base, dev->unprivileged ? 0700 : 0755);
+	if (mkdir(path, 0755) && errno != EEXIST) {
+		ublkd_log("making %s: %s%s\n", path, strerror(errno),
+			  dev->unprivileged ? " (an unprivileged device keeps its state in $XDG_RUNTIME_DIR/ublkd: set XDG_RUNTIME_DIR to a directory of yours)" : "");
+		goto del;
+	}
 	if (!recover && save_args(dev->info.dev_id, argc, argv)) {
 		ublkd_log("writing %s/args: %s\n", path, strerror(errno));
 		goto del;
@@ -1176,6 +1360,7 @@ static int del_one(int ctrl_fd, int id)
 		ublkd_log("device %d: DEL_DEV: %s\n", id, strerror(-ret));
 		return 1;
 	}
+	set_run_base(&info);
 	run_dir_remove(id);
 	return 0;
 }
@@ -1225,6 +1410,9 @@ static void list_one(int ctrl_fd, int id, bool verbose)
 	printf("\tflags 0x%llx [", (unsigned long long)info.flags);
 	print_flags(info.flags);
 	printf(" ]\n");
+	if (info.flags & UBLK_F_UNPRIVILEGED_DEV)
+		printf("\towner uid %u gid %u\n", info.owner_uid, info.owner_gid);
+	set_run_base(&info);
 	run_path(path, sizeof(path), id, "target");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {

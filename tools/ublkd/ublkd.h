@@ -160,6 +160,7 @@ struct ublkd_dev {
 	bool recovery;
 	bool read_only;			/* --read-only: UBLK_ATTR_READ_ONLY */
 	bool foreground;		/* --foreground: add serves, no daemon */
+	bool unprivileged;		/* --unprivileged: UBLK_F_UNPRIVILEGED_DEV */
 	bool recovering;		/* ublkd recover: never create or resize */
 	uint64_t recover_size;		/* recover: the device's size, bytes */
 	uint64_t size;			/* bytes, set by the target */
