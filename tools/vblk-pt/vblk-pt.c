@@ -8,7 +8,11 @@
  *	Cross-path data integrity: a pattern written through the char device
  *	reads back through the block device (O_DIRECT), and the reverse, in
  *	every submission mode (or only M): plain, vec, fixed, polled,
- *	polled-vec, polled-fixed, sqpoll, sqpoll-fixed.
+ *	polled-vec, polled-fixed, sqpoll, sqpoll-fixed.  The N buffers of B
+ *	bytes lie back to back from a page boundary, so a B below 4096 puts
+ *	buffers at offsets inside a page and across pages; B is a multiple
+ *	of 512 (and of the disk's logical block size), 2048 or more for the
+ *	vectored modes.
  *   flush CHAR [-n N] [--polled]
  *	N FLUSH commands, one at a time, each must complete with 0.
  *   discard|wzeroes CHAR BLK [--offset O] [--len L] [--unmap]
@@ -1890,13 +1894,22 @@ int main(int argc, char **argv)
 
 		if (!blk)
 			usage();
-		if (bs < 4 * SECTOR || bs % 4096 || !count || count > 256)
-			bail(EXIT_USAGE, "rw: --bs a multiple of 4k, --count 1..256");
+		if (!bs || bs % SECTOR || !count || count > 256)
+			bail(EXIT_USAGE, "rw: --bs a multiple of 512, --count 1..256");
 		bfd = open_or_die(blk, O_RDWR | O_DIRECT);
 		for (i = 0; i < ARRAY_SIZE(modes); i++) {
 			if (strcmp(mode, "all") && strcmp(mode, modes[i].name))
 				continue;
 			any = true;
+			/* A vectored command cuts each buffer in RW_IOVS pieces */
+			if (modes[i].vec && bs < RW_IOVS * SECTOR) {
+				if (strcmp(mode, "all"))
+					bail(EXIT_USAGE, "rw: --mode %s needs --bs %llu or more",
+					     mode, RW_IOVS * SECTOR);
+				fprintf(stderr, "rw %s: not run, --bs below %llu\n",
+					modes[i].name, RW_IOVS * SECTOR);
+				continue;
+			}
 			rw_mode(&modes[i], chr, bfd, (size_t)bs, (unsigned int)count,
 				off + i * bs * count, seed + 2 * i);
 			fprintf(stderr, "rw %s: ok\n", modes[i].name);
