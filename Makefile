@@ -53,7 +53,7 @@ insn-profile:
 # Scenarios with an instruction profile: userq (the default) and vblk
 # (bench/insn-userq.sh, bench/insn-vblk.sh).
 bench-insn: tools-perf insn-profile
-	@$(if $(filter-out userq vblk,$(B)),$(error bench-insn: B=userq or B=vblk),)scripts/bench-insn.sh $(B)
+	@$(if $(filter-out userq vblk copy,$(B)),$(error bench-insn: B=userq, B=vblk or B=copy),)scripts/bench-insn.sh $(B)
 
 shell: tools-$(K)
 	@vm/run -i -k $(K) -p $(if $(P),$(P),test)

@@ -82,6 +82,10 @@ CATEGORIES = [
     ('virtio-blk and virtqueue', [
         r'virtblk_', r'virtio_', r'__?virtqueue_', r'virtqueue_', r'vring_', r'vp_',
         r'detach_buf', r'vm_notify']),
+    ('copy offload, page cache checks, null_blk', [
+        r'blk_copy_', r'blkdev_copy', r'.*copy_file_range', r'generic_copy_file',
+        r'generic_file_rw_checks', r'filemap_', r'invalidate_', r'null_',
+        r'nullb_', r'copy_to_nullb', r'copy_from_nullb', r'__?null_']),
     ('blk-mq', [r'__?blk_', r'blk_', r'bio_', r'submit_bio', r'__?rq_', r'sbitmap',
                 r'__sbitmap', r'sbq_']),
     ('io_uring submit', [

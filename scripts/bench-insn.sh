@@ -1,5 +1,5 @@
 #!/bin/bash
-# make bench-insn [B=userq|vblk]: guest instructions per I/O of a
+# make bench-insn [B=userq|vblk|copy]: guest instructions per I/O of a
 # benchmark's two paths. Builds the insn-profile QEMU plugin, boots the perf
 # kernel with the bench profile and the plugin loaded (vm/run -P), runs
 # bench/insn-B.sh inside, then bench/insn.py on the host: results/insn
@@ -12,8 +12,9 @@ set -euo pipefail
 scenario=${1:-userq}
 case $scenario in
 userq) out=$RESULTS/insn name=bench-insn ;;
+copy) out=$RESULTS/insn-copy name=bench-insn-copy ;;
 vblk) out=$RESULTS/insn-vblk name=bench-insn-vblk ;;
-*) die "bench-insn: no instruction profile for B=$scenario (userq, vblk)" ;;
+*) die "bench-insn: no instruction profile for B=$scenario (userq, vblk, copy)" ;;
 esac
 plugin=$BUILD/insn-profile/insn-profile.so
 map=$BUILD/kernel-perf/System.map
