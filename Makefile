@@ -7,7 +7,7 @@
 #   make bench-insn      guest instructions per I/O of B=userq's (or vblk's) two paths
 #   make shell [K=debug] interactive guest with the same devices
 #   make lint            checkpatch --strict, shellcheck, tools with -Werror
-#   make series-check    every patch builds on its own, no new sparse/W=1 warnings
+#   make series-check [FROM=rev]  every patch (after rev) builds on its own, no new sparse/W=1 warnings
 #   make series-export [TOPIC=dir]  save commits made in build/src/linux
 
 K ?= perf
@@ -62,7 +62,7 @@ lint: prepare
 	@scripts/lint.sh
 
 series-check: kernel-perf
-	@scripts/series-check.sh
+	@FROM=$(FROM) scripts/series-check.sh
 
 series-export:
 	@scripts/kernel.sh export $(TOPIC)

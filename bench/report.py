@@ -44,6 +44,15 @@ def summarize(cmd, runs):
     if cpu:
         out["cpu_s_per_gib"] = cpu
         out["cpu_s_per_gib_median"] = statistics.median(cpu)
+    # bytes on a network link during the run (bench/scenarios/copy-tcp.sh):
+    # the share of the link's capacity used, and bytes sent per byte moved
+    link = [r["wire_bytes"] * 8 / r["runtime_s"] / r["link_bits_per_s"]
+            for r in runs if "wire_bytes" in r and r["runtime_s"]]
+    if link and len(link) == len(runs):
+        out["link_util"] = link
+        out["link_util_median"] = statistics.median(link)
+        out["wire_per_byte_median"] = statistics.median(
+            r["wire_bytes"] / (r["ios"] * r["options"]["bs"]) for r in runs if r["ios"])
     lat = [r["lat_ns"]["mean"] / 1000.0 for r in runs if "lat_ns" in r]
     if lat:
         out["lat_mean_us"] = lat
@@ -170,6 +179,16 @@ def main():
                          f"{f_['mib_s_median'] / b['mib_s_median']:.2f}x | "
                          f"{b['cpu_s_per_gib_median']:.2f} | {f_['cpu_s_per_gib_median']:.2f} | "
                          f"{f_['cpu_s_per_gib_median'] / b['cpu_s_per_gib_median']:.2f}x |")
+    if all("link_util_median" in c[v] for c in cases for v in ("baseline", "feature")):
+        lines += ["", "## Network link (median of runs)", "",
+                  "| case | baseline link use | feature link use | baseline bytes on the link "
+                  "per byte copied | feature bytes on the link per byte copied |",
+                  "|---|---:|---:|---:|---:|"]
+        for c in cases:
+            b, f_ = c["baseline"], c["feature"]
+            lines.append(f"| {c['name']} | {100 * b['link_util_median']:.2f}% | "
+                         f"{100 * f_['link_util_median']:.2f}% | "
+                         f"{b['wire_per_byte_median']:.3f} | {f_['wire_per_byte_median']:.4f} |")
     fio_cases = [c for c in cases
                  if "clat_us_median" in c["baseline"] and "clat_us_median" in c["feature"]]
     if fio_cases:

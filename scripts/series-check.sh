@@ -7,6 +7,12 @@
 # the same files at the base commit: a warning the base did not have fails
 # the check. checkpatch --strict is make lint's job. The tree is left at the
 # series' last commit and the perf build matches it again.
+#
+# FROM=REV checks only the commits after REV (patches appended to a series
+# whose earlier part passed), against REV's warnings rather than the
+# base's; the perf build should be at REV or later already, as a previous
+# series-check or make kernel-perf leaves it, so that only what the new
+# patches touch is rebuilt.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -40,10 +46,13 @@ warnings() {
 		{ grep -E 'warning:|error:' || true; } | sed -E 's/:[0-9]+:[0-9]+:/:/' | sort -u
 }
 
-mapfile -t commits < <(git -C "$SRC" rev-list --reverse base..HEAD)
-mapfile -t touched < <(git -C "$SRC" diff --name-only base HEAD -- '*.c')
-step "series-check: base warnings in ${#touched[@]} touched file(s)"
-git -C "$SRC" checkout -q base
+from=$(git -C "$SRC" rev-parse --verify "${FROM:-base}^{commit}") ||
+	die "FROM=${FROM:-}: not a commit of build/src/linux"
+mapfile -t commits < <(git -C "$SRC" rev-list --reverse "$from..HEAD")
+[ ${#commits[@]} -gt 0 ] || die "no commits after ${FROM:-base}"
+mapfile -t touched < <(git -C "$SRC" diff --name-only "$from" HEAD -- '*.c')
+step "series-check: warnings of ${FROM:-base} in ${#touched[@]} touched file(s)"
+git -C "$SRC" checkout -q "$from"
 warnings "${touched[@]}" > "$OUT/series-check.base"
 
 fail=0 n=0
