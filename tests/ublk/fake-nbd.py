@@ -20,6 +20,9 @@ one rule the way a real server or network can:
                       as old servers do; NBD_OPT_EXPORT_NAME still works
   --delay-handshake S wait S seconds before the greeting
   --multi-conn        advertise NBD_FLAG_CAN_MULTI_CONN
+  --delay-flush S     answer a FLUSH only S seconds after it arrived (a
+                      disk cache slow to write back): the client must
+                      wait that long before it completes the flush
 
 usage: fake-nbd.py SOCKET SIZE [options]; runs until killed. Written for
 these tests from the protocol document (nbd's doc/proto.md).
@@ -149,7 +152,11 @@ class Server:
                 if self.args.dup_reply is not None and \
                         off <= self.args.dup_reply < off + length:
                     stale = handle
-            elif cmd != CMD_FLUSH:
+            elif cmd == CMD_FLUSH:
+                if self.args.delay_flush:
+                    self.log(f"delaying a FLUSH reply by {self.args.delay_flush} s")
+                    time.sleep(self.args.delay_flush)
+            else:
                 err = EINVAL
             conn.sendall(struct.pack(">IIQ", REPLY_MAGIC, err, handle) + payload)
 
@@ -204,6 +211,7 @@ def main():
     p.add_argument("--no-go", action="store_true")
     p.add_argument("--delay-handshake", type=float, default=0)
     p.add_argument("--multi-conn", action="store_true")
+    p.add_argument("--delay-flush", type=float, default=0)
     Server(p.parse_args()).run()
 
 

@@ -3,7 +3,7 @@
  * ublkd - a ublk server.
  *
  *   ublkd add -t null|loop|nbd [-n ID] [-q QUEUES] [-d DEPTH] [-b MAX_IO]
- *             [-g|--get-data | -u|--user-copy] [-r|--recovery]
+ *             [-g|--get-data | -u|--user-copy] [-r|--recovery [--no-reissue]]
  *             [--logical-block-size N] [--physical-block-size N]
  *             [--read-only] [--foreground] [--unprivileged] [target options]
  *   ublkd del -n ID | -a
@@ -74,7 +74,7 @@ static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr,
 		"usage: ublkd add -t TARGET [-n ID] [-q QUEUES (1)] [-d DEPTH (64)] [-b MAX_IO (1M)]\n"
-		"                 [-g|--get-data | -u|--user-copy] [-r|--recovery]\n"
+		"                 [-g|--get-data | -u|--user-copy] [-r|--recovery [--no-reissue]]\n"
 		"                 [--logical-block-size N (the backend's, else 512)]\n"
 		"                 [--physical-block-size N (the backend's, else 4096)]\n"
 		"                 [--read-only] [--foreground] [--unprivileged] [target options]\n"
@@ -568,7 +568,7 @@ static struct ublkd_stats *map_stats(int dev_id, bool create)
 /* Core options without a short form: above every target's (256 up). */
 enum {
 	OPT_LBS = 0x1000, OPT_PBS, OPT_READ_ONLY, OPT_FOREGROUND,
-	OPT_UNPRIVILEGED,
+	OPT_UNPRIVILEGED, OPT_NO_REISSUE,
 };
 
 static const struct option core_opts[] = {
@@ -580,6 +580,8 @@ static const struct option core_opts[] = {
 	{ "get-data", no_argument, NULL, 'g' },
 	{ "user-copy", no_argument, NULL, 'u' },
 	{ "recovery", no_argument, NULL, 'r' },
+	/* ublksrv: --recovery_reissue 0 */
+	{ "no-reissue", no_argument, NULL, OPT_NO_REISSUE },
 	{ "logical-block-size", required_argument, NULL, OPT_LBS },
 	{ "physical-block-size", required_argument, NULL, OPT_PBS },
 	{ "read-only", no_argument, NULL, OPT_READ_ONLY },
@@ -765,6 +767,9 @@ static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 		case 'r':
 			dev->recovery = true;
 			break;
+		case OPT_NO_REISSUE:
+			dev->no_reissue = true;
+			break;
 		case OPT_LBS:
 			/* ublk takes 512 up to a page (ublk_validate_params()) */
 			dev->lbs = parse_block_size(optarg, "--logical-block-size",
@@ -815,8 +820,17 @@ static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 		dev->flags |= UBLK_F_NEED_GET_DATA;
 	if (dev->mode == MODE_USER_COPY)
 		dev->flags |= UBLK_F_USER_COPY;
+	if (dev->no_reissue && !dev->recovery)
+		die_usage("--no-reissue goes with --recovery\n");
+	/*
+	 * With REISSUE the requests the dead server had taken go to the next
+	 * one; without it they fail with EIO (for a backend that must not
+	 * see a write twice), and only what comes later waits.
+	 */
 	if (dev->recovery)
-		dev->flags |= UBLK_F_USER_RECOVERY | UBLK_F_USER_RECOVERY_REISSUE;
+		dev->flags |= UBLK_F_USER_RECOVERY;
+	if (dev->recovery && !dev->no_reissue)
+		dev->flags |= UBLK_F_USER_RECOVERY_REISSUE;
 	if (dev->unprivileged) {
 		/* What ublk_ctrl_add_dev() does with them for such a device. */
 		if (dev->mode == MODE_USER_COPY)

@@ -158,6 +158,7 @@ struct ublkd_dev {
 	unsigned int max_io_bytes;
 	enum ublkd_mode mode;
 	bool recovery;
+	bool no_reissue;		/* --no-reissue: USER_RECOVERY alone */
 	bool read_only;			/* --read-only: UBLK_ATTR_READ_ONLY */
 	bool foreground;		/* --foreground: add serves, no daemon */
 	bool unprivileged;		/* --unprivileged: UBLK_F_UNPRIVILEGED_DEV */
