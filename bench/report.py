@@ -124,6 +124,16 @@ def plot(cases, path, title):
     return True
 
 
+def metric_table(cases, key, title, header, cells):
+    """A table of one more metric, when both variants of every case have it:
+    HEADER is its markdown header line, CELLS(baseline, feature) a row's
+    cells after the case name."""
+    if not all(key in c[v] for c in cases for v in ("baseline", "feature")):
+        return []
+    rows = [f"| {c['name']} | {cells(c['baseline'], c['feature'])} |" for c in cases]
+    return ["", f"## {title}", "", header, "|---|" + "---:|" * (header.count("|") - 2), *rows]
+
+
 def main():
     results, scenario = sys.argv[1], sys.argv[2]
     raw = os.path.join(results, "bench", "raw", scenario)
@@ -168,27 +178,20 @@ def main():
         lat_f = f"{f_['lat_mean_us_median']:.1f}" if "lat_mean_us_median" in f_ else "-"
         lines.append(f"| {c['name']} | {b['iops_median']:.0f} | {f_['iops_median']:.0f} | "
                      f"{c['ratio']:.2f}x | {lat_b} | {lat_f} |")
-    if all("cpu_s_per_gib_median" in c[v] for c in cases for v in ("baseline", "feature")):
-        lines += ["", "## Throughput and guest CPU per GiB (median of runs)", "",
-                  "| case | baseline MiB/s | feature MiB/s | ratio | baseline CPU s/GiB | "
-                  "feature CPU s/GiB | CPU ratio |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
-        for c in cases:
-            b, f_ = c["baseline"], c["feature"]
-            lines.append(f"| {c['name']} | {b['mib_s_median']:.1f} | {f_['mib_s_median']:.1f} | "
-                         f"{f_['mib_s_median'] / b['mib_s_median']:.2f}x | "
-                         f"{b['cpu_s_per_gib_median']:.2f} | {f_['cpu_s_per_gib_median']:.2f} | "
-                         f"{f_['cpu_s_per_gib_median'] / b['cpu_s_per_gib_median']:.2f}x |")
-    if all("link_util_median" in c[v] for c in cases for v in ("baseline", "feature")):
-        lines += ["", "## Network link (median of runs)", "",
-                  "| case | baseline link use | feature link use | baseline bytes on the link "
-                  "per byte copied | feature bytes on the link per byte copied |",
-                  "|---|---:|---:|---:|---:|"]
-        for c in cases:
-            b, f_ = c["baseline"], c["feature"]
-            lines.append(f"| {c['name']} | {100 * b['link_util_median']:.2f}% | "
-                         f"{100 * f_['link_util_median']:.2f}% | "
-                         f"{b['wire_per_byte_median']:.3f} | {f_['wire_per_byte_median']:.4f} |")
+    lines += metric_table(
+        cases, "cpu_s_per_gib_median", "Throughput and guest CPU per GiB (median of runs)",
+        "| case | baseline MiB/s | feature MiB/s | ratio | baseline CPU s/GiB | "
+        "feature CPU s/GiB | CPU ratio |",
+        lambda b, f_: f"{b['mib_s_median']:.1f} | {f_['mib_s_median']:.1f} | "
+                      f"{f_['mib_s_median'] / b['mib_s_median']:.2f}x | "
+                      f"{b['cpu_s_per_gib_median']:.2f} | {f_['cpu_s_per_gib_median']:.2f} | "
+                      f"{f_['cpu_s_per_gib_median'] / b['cpu_s_per_gib_median']:.2f}x")
+    lines += metric_table(
+        cases, "link_util_median", "Network link (median of runs)",
+        "| case | baseline link use | feature link use | baseline bytes on the link "
+        "per byte copied | feature bytes on the link per byte copied |",
+        lambda b, f_: f"{100 * b['link_util_median']:.2f}% | {100 * f_['link_util_median']:.2f}% | "
+                      f"{b['wire_per_byte_median']:.3f} | {f_['wire_per_byte_median']:.4f}")
     fio_cases = [c for c in cases
                  if "clat_us_median" in c["baseline"] and "clat_us_median" in c["feature"]]
     if fio_cases:

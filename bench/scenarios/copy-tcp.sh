@@ -72,19 +72,10 @@ before_run() {
 }
 
 after_run() {
-	local variant=$2 json=$3 wire offloaded ios
+	local variant=$2 json=$3 wire offloaded
 	wire=$(($(tcp_lo_bytes) - TCP_WIRE_BEFORE))
 	offloaded=$(($(awk '{ print $2 }' "/sys/kernel/debug/block/${TCP_DEV#/dev/}/copy_stat" | head -n1) - TCP_STAT_BEFORE))
-	ios=$(sed -n 's/^  "ios": \([0-9]*\),$/\1/p' "$json")
-	[ -n "$ios" ] || { echo "bench copy-tcp: no ios in $json" >&2; return 1; }
-	if [ "$variant" = feature ] && [ "$offloaded" -lt "$ios" ]; then
-		echo "bench copy-tcp: $1: only $offloaded of $ios copies offloaded" >&2
-		return 1
-	fi
-	if [ "$variant" = baseline ] && [ "$offloaded" != 0 ]; then
-		echo "bench copy-tcp: $1: $offloaded baseline copies offloaded" >&2
-		return 1
-	fi
+	bench_path_check "$1" "$variant" "$json" "$offloaded" "copies offloaded" || return 1
 	/usr/bin/python3 - "$json" "$wire" "$(tcp_link_bps)" <<'PY'
 import json, sys
 path, wire, bps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

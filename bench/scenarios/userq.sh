@@ -64,17 +64,8 @@ before_run() {
 }
 
 after_run() {
-	local variant=$2 json=$3 cmds ios
+	local variant=$2 json=$3 cmds
 
 	cmds=$(( $(uq_read user_queue_cmds) - UQ_CMDS_BEFORE ))
-	ios=$(sed -n 's/^  "ios": \([0-9]*\),$/\1/p' "$json")
-	[ -n "$ios" ] || { echo "bench userq: no ios in $json" >&2; return 1; }
-	if [ "$variant" = feature ] && [ "$cmds" -lt "$ios" ]; then
-		echo "bench userq: $1: only $cmds of $ios IOs completed on a user queue" >&2
-		return 1
-	fi
-	if [ "$variant" = baseline ] && [ "$cmds" != 0 ]; then
-		echo "bench userq: $1: $cmds baseline IOs completed on a user queue" >&2
-		return 1
-	fi
+	bench_path_check "$1" "$variant" "$json" "$cmds" "IOs completed on a user queue"
 }
