@@ -44,15 +44,17 @@ def summarize(cmd, runs):
     if cpu:
         out["cpu_s_per_gib"] = cpu
         out["cpu_s_per_gib_median"] = statistics.median(cpu)
-    # bytes on a network link during the run (bench/scenarios/copy-tcp.sh):
-    # the share of the link's capacity used, and bytes sent per byte moved
-    link = [r["wire_bytes"] * 8 / r["runtime_s"] / r["link_bits_per_s"]
-            for r in runs if "wire_bytes" in r and r["runtime_s"]]
-    if link and len(link) == len(runs):
-        out["link_util"] = link
-        out["link_util_median"] = statistics.median(link)
+    # bytes on a network link during the run (bench/scenarios/copy-fabrics.sh):
+    # bytes sent per byte moved and, for a shaped link, the share of its
+    # capacity used
+    if runs and all("wire_bytes" in r and r["ios"] for r in runs):
         out["wire_per_byte_median"] = statistics.median(
-            r["wire_bytes"] / (r["ios"] * r["options"]["bs"]) for r in runs if r["ios"])
+            r["wire_bytes"] / (r["ios"] * r["options"]["bs"]) for r in runs)
+        link = [r["wire_bytes"] * 8 / r["runtime_s"] / r["link_bits_per_s"]
+                for r in runs if r.get("link_bits_per_s") and r["runtime_s"]]
+        if len(link) == len(runs):
+            out["link_util"] = link
+            out["link_util_median"] = statistics.median(link)
     lat = [r["lat_ns"]["mean"] / 1000.0 for r in runs if "lat_ns" in r]
     if lat:
         out["lat_mean_us"] = lat
@@ -94,6 +96,11 @@ def provenance_line(p):
             f"{' (dirty tree)' if p['project_dirty'] else ''}, series "
             f"`{p['series_hash'][:12]}`, kernel `{p['kernel_release']}`, "
             f"{p['qemu_version']}")
+
+
+def link_use(v):
+    """A variant's median share of its shaped link, "-" if unshaped."""
+    return f"{100 * v['link_util_median']:.2f}%" if "link_util_median" in v else "-"
 
 
 def plot(cases, path, title):
@@ -187,11 +194,13 @@ def main():
                       f"{b['cpu_s_per_gib_median']:.2f} | {f_['cpu_s_per_gib_median']:.2f} | "
                       f"{f_['cpu_s_per_gib_median'] / b['cpu_s_per_gib_median']:.2f}x")
     lines += metric_table(
-        cases, "link_util_median", "Network link (median of runs)",
+        cases, "wire_per_byte_median", "Network link (median of runs; link use only "
+        "where it is shaped)",
         "| case | baseline link use | feature link use | baseline bytes on the link "
-        "per byte copied | feature bytes on the link per byte copied |",
-        lambda b, f_: f"{100 * b['link_util_median']:.2f}% | {100 * f_['link_util_median']:.2f}% | "
-                      f"{b['wire_per_byte_median']:.3f} | {f_['wire_per_byte_median']:.4f}")
+        "per byte copied | feature bytes on the link per byte copied | feature / baseline |",
+        lambda b, f_: f"{link_use(b)} | {link_use(f_)} | "
+                      f"{b['wire_per_byte_median']:.3f} | {f_['wire_per_byte_median']:.4f} | "
+                      f"{100 * f_['wire_per_byte_median'] / b['wire_per_byte_median']:.2f}%")
     fio_cases = [c for c in cases
                  if "clat_us_median" in c["baseline"] and "clat_us_median" in c["feature"]]
     if fio_cases:
