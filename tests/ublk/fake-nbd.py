@@ -23,6 +23,13 @@ one rule the way a real server or network can:
   --delay-flush S     answer a FLUSH only S seconds after it arrived (a
                       disk cache slow to write back): the client must
                       wait that long before it completes the flush
+  --hold PATH         while the file PATH exists, every request that
+                      arrives is held: never answered (a WRITE's data is
+                      not stored), one line appended to PATH for each, so
+                      its line count is how many are held. Requests that
+                      arrive once PATH is gone are served; held ones stay
+                      unanswered until their connection closes (a server
+                      stuck on its storage, with every request in hand)
 
 usage: fake-nbd.py SOCKET SIZE [options]; runs until killed. Written for
 these tests from the protocol document (nbd's doc/proto.md).
@@ -122,6 +129,24 @@ class Server:
                 return err
         return 0
 
+    def held(self, cmd, off, length):
+        """True when --hold's file exists: the request is then recorded
+        in it and never answered. Appending without O_CREAT checks and
+        records in one step, so a request that arrives as the file is
+        removed is either held and counted, or served."""
+        if self.args.hold is None:
+            return False
+        try:
+            fd = os.open(self.args.hold, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            return False
+        try:
+            os.write(fd, f"cmd {cmd} at {off} length {length}\n".encode())
+        finally:
+            os.close(fd)
+        self.log(f"holding cmd {cmd} at {off}")
+        return True
+
     def transmission(self, conn):
         stale = None
         while True:
@@ -137,6 +162,8 @@ class Server:
                 stale = None
             if cmd == CMD_DISC:
                 return
+            if self.held(cmd, off, length):
+                continue
             err = self.error_for(off, length)
             if not err and cmd in (CMD_READ, CMD_WRITE) and off + length > self.args.size:
                 err = EINVAL
@@ -212,6 +239,7 @@ def main():
     p.add_argument("--delay-handshake", type=float, default=0)
     p.add_argument("--multi-conn", action="store_true")
     p.add_argument("--delay-flush", type=float, default=0)
+    p.add_argument("--hold")
     Server(p.parse_args()).run()
 
 

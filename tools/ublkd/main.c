@@ -17,9 +17,13 @@
  * /run/ublkd/N/. With --foreground add itself serves the device, its log
  * on stderr, until SIGINT/SIGTERM/SIGHUP stops and deletes the device or
  * ublkd del does (as rublk's and ublksrv's foreground mode); recover always
- * starts a daemon. --read-only makes a read-only disk (loop opens its
- * backing O_RDONLY) and the server fails any write that still reaches it
- * with EROFS. --unprivileged asks for UBLK_F_UNPRIVILEGED_DEV, which
+ * starts a daemon. recover refuses at once while the device's server
+ * still runs; when it is gone and the device still LIVE, it waits for
+ * the device to be QUIESCED for up to the disk's request timeout
+ * (/sys/block/ublkbN/queue/io_timeout) plus 10 s, saying so when that
+ * takes more than a second. --read-only makes a read-only disk (loop
+ * opens its backing O_RDONLY) and the server fails any write that still
+ * reaches it with EROFS. --unprivileged asks for UBLK_F_UNPRIVILEGED_DEV, which
  * lets a user without CAP_SYS_ADMIN add a device and serve it: every
  * command for such a device names its /dev/ublkcN, which the caller must
  * have access to (a udev rule gives it to the device's owner), and its
@@ -1514,11 +1518,204 @@ static int cmd_features(int argc, char **argv)
 	return 0;
 }
 
+/* ---- recover: waiting for the dead server's device to quiesce ---- */
+
+/*
+ * How long recover waits for a LIVE device whose server is gone to become
+ * QUIESCED. 6.12 quiesces it at once when the dying server left some
+ * tag's command with the driver: io_uring cancels that command as the
+ * process exits (ublk_uring_cmd_cancel_fn()). When the server held every
+ * tag of its queues there is no command to cancel, and only the block
+ * layer's request timeout does it: ublk_timeout() resets the timer while
+ * the server lives and aborts the queue once it is dying, so up to the
+ * disk's io_timeout after the death (30 s unless someone changed
+ * /sys/block/ublkbN/queue/io_timeout), plus the timer's rounding and the
+ * quiesce work. A fixed wait, ublksrv's and ours before (30 s), gave up
+ * just before such a device became recoverable, or long before when
+ * io_timeout is larger. So: that timeout plus a margin.
+ */
+#define BLK_DEFAULT_TIMEOUT_MS	30000	/* blk-mq's when the driver sets none, as ublk */
+#define RECOVER_MARGIN_MS	10000
+#define RECOVER_SAY_MS		1000	/* a longer wait is announced on stderr */
+#define PROC_PF_EXITING		0x00000004	/* PF_EXITING in /proc/PID/stat */
+
+/* The disk's request timeout in ms (its io_timeout in sysfs), 0 when unknown. */
+static unsigned long disk_io_timeout_ms(int dev_id)
+{
+	char path[64], buf[32] = "";
+	unsigned long ms;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/sys/block/ublkb%d/queue/io_timeout", dev_id);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[strcspn(buf, "\n")] = 0;
+	/* (the block layer keeps it as an unsigned int of jiffies) */
+	return ublkd_parse_uint(buf, 1, UINT_MAX - RECOVER_MARGIN_MS, &ms) ? 0 : ms;
+}
+
+/* Whether process @pid has char device @rdev open. */
+static bool holds_cdev(pid_t pid, dev_t rdev)
+{
+	char path[64];
+	struct dirent *e;
+	struct stat st;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fd/%.16s", pid, e->d_name);
+		found = !stat(path, &st) && S_ISCHR(st.st_mode) && st.st_rdev == rdev;
+	}
+	closedir(d);
+	return found;
+}
+
+enum server_state { SERVER_GONE, SERVER_DYING, SERVER_RUNS };
+
+/*
+ * What became of process @pid, the server the driver names for device
+ * @dev_id (ublksrv_pid). SERVER_DYING: it exits (PF_EXITING, or a SIGKILL
+ * is pending: the driver sees it dying as soon as it runs). SERVER_RUNS:
+ * it lives and holds /dev/ublkcN open, so it serves the device, not a
+ * process that took its pid since. Else SERVER_GONE, a zombie included;
+ * also when it cannot be told (its fds unreadable): that costs a bounded
+ * wait, while a wrong "still runs" would fail the recovery.
+ */
+static enum server_state server_state(pid_t pid, int dev_id)
+{
+	char path[64], buf[512], line[128], *p;
+	unsigned long long pending;
+	unsigned int flags;
+	struct stat cdev;
+	bool killed = false;
+	ssize_t n;
+	FILE *f;
+	char st;
+	int fd;
+
+	if (pid <= 0)
+		return SERVER_GONE;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return SERVER_GONE;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return SERVER_GONE;
+	buf[n] = 0;
+	/* "pid (comm) state ppid pgrp session tty_nr tpgid flags ..." */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %u", &st, &flags) != 2 ||
+	    st == 'Z' || st == 'X' || st == 'x')
+		return SERVER_GONE;
+	if (flags & PROC_PF_EXITING)
+		return SERVER_DYING;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if ((sscanf(line, "SigPnd: %llx", &pending) == 1 ||
+		     sscanf(line, "ShdPnd: %llx", &pending) == 1) &&
+		    pending & 1ULL << (SIGKILL - 1))
+			killed = true;
+	if (f)
+		fclose(f);
+	if (killed)
+		return SERVER_DYING;
+	snprintf(path, sizeof(path), "/dev/ublkc%d", dev_id);
+	if (stat(path, &cdev) || !S_ISCHR(cdev.st_mode))
+		return SERVER_GONE;
+	return holds_cdev(pid, cdev.st_rdev) ? SERVER_RUNS : SERVER_GONE;
+}
+
+static unsigned long ms_since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t0->tv_sec) * 1000 +
+		(now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/*
+ * @dev's device is LIVE: wait until it is no longer (dev->info then says
+ * what it became), for at most the disk's io_timeout plus a margin. 0,
+ * or 1 after saying why not: its server still runs (at once: recover
+ * never takes a device from a live server), or the wait ran out.
+ */
+static int wait_quiesced(struct ublkd_dev *dev)
+{
+	int id = dev->info.dev_id, pid = dev->info.ublksrv_pid, ret = 0;
+	unsigned long timeout_ms = disk_io_timeout_ms(id), bound_ms, ms;
+	enum server_state srv;
+	struct timespec t0;
+	bool said = false;
+
+	if (!timeout_ms) {
+		ublkd_log("device %d: /sys/block/ublkb%d/queue/io_timeout is unreadable; assuming the block layer's default, %d s\n",
+			  id, id, BLK_DEFAULT_TIMEOUT_MS / 1000);
+		timeout_ms = BLK_DEFAULT_TIMEOUT_MS;
+	}
+	bound_ms = timeout_ms + RECOVER_MARGIN_MS;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		srv = server_state(pid, id);
+		if (srv == SERVER_RUNS) {
+			ublkd_log("device %d is LIVE, not QUIESCED: its server (pid %d) still runs; recover replaces a server that died (kill it first, or stop the device with ublkd del -n %d)\n",
+				  id, pid, id);
+			return 1;
+		}
+		ms = ms_since(&t0);
+		if (ms >= bound_ms)
+			break;
+		if (!said && ms >= RECOVER_SAY_MS) {
+			ublkd_log("device %d is still LIVE though its server (pid %d) %s: waiting for the driver's request timeout (%lu %s, /sys/block/ublkb%d/queue/io_timeout) to quiesce it, at most %lu s\n",
+				  id, pid, srv == SERVER_DYING ? "is exiting" : "is gone",
+				  timeout_ms % 1000 ? timeout_ms : timeout_ms / 1000,
+				  timeout_ms % 1000 ? "ms" : "s", id,
+				  (bound_ms + 999) / 1000);
+			said = true;
+		}
+		usleep(100000);
+		ret = get_info(dev->ctrl_fd, id, &dev->info);
+		if (ret) {
+			ublkd_log("device %d: GET_DEV_INFO: %s\n", id, strerror(-ret));
+			return 1;
+		}
+		if (dev->info.state != UBLK_S_DEV_LIVE) {
+			ms = ms_since(&t0);
+			if (said)
+				ublkd_log("device %d is %s after %lu.%lu s\n", id,
+					  state_name(dev->info.state), ms / 1000,
+					  ms % 1000 / 100);
+			return 0;
+		}
+	}
+	ublkd_log("device %d is LIVE, not QUIESCED, %lu s after recover began to wait: %s\n",
+		  id, bound_ms / 1000, srv == SERVER_DYING ?
+		  "its server has not finished exiting" :
+		  "its server is gone, but the driver's request timeout did not quiesce it");
+	return 1;
+}
+
 static int cmd_recover(int argc, char **argv)
 {
 	struct ublk_params params = { 0 };
 	struct ublkd_dev dev = { 0 };
-	int id, i, ret, sargc;
+	int id, ret, sargc;
 	char **sargv;
 
 	parse_id_opts(argc, argv, &id, NULL, NULL);
@@ -1550,16 +1747,15 @@ static int cmd_recover(int argc, char **argv)
 	dev.recover_size = params.basic.dev_sectors << SECTOR_SHIFT;
 	/* The driver's view wins over the saved arguments. */
 	ret = get_info(dev.ctrl_fd, id, &dev.info);
-	/* Bounded wait for the old daemon's death to quiesce the device. */
-	for (i = 0; !ret && dev.info.state == UBLK_S_DEV_LIVE && i < 300; i++) {
-		usleep(100000);
-		ret = get_info(dev.ctrl_fd, id, &dev.info);
+	if (ret) {
+		ublkd_log("device %d: GET_DEV_INFO: %s\n", id, strerror(-ret));
+		return 1;
 	}
-	if (ret || dev.info.state != UBLK_S_DEV_QUIESCED) {
-		ublkd_log("device %d is %s, not QUIESCED: %s\n", id,
-			  state_name(dev.info.state),
-			  dev.info.state == UBLK_S_DEV_LIVE ?
-			  "its server still runs" : "it cannot be recovered");
+	if (dev.info.state == UBLK_S_DEV_LIVE && wait_quiesced(&dev))
+		return 1;
+	if (dev.info.state != UBLK_S_DEV_QUIESCED) {
+		ublkd_log("device %d is %s, not QUIESCED: it cannot be recovered\n",
+			  id, state_name(dev.info.state));
 		return 1;
 	}
 	return spawn(&dev, sargc, sargv, true);
