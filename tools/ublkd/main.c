@@ -496,6 +496,24 @@ static int write_file(const char *path, const void *buf, size_t len)
 	return n == (ssize_t)len ? 0 : -EIO;
 }
 
+/*
+ * Read at most @size - 1 bytes of the small file @path into @buf and
+ * NUL-terminate them. Returns the bytes read, or <= 0 when the file is
+ * missing, unreadable or empty.
+ */
+static ssize_t read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return n;
+}
+
 /* Save the add arguments (NUL-separated) for recover. */
 static int save_args(int dev_id, int argc, char **argv)
 {
@@ -522,15 +540,11 @@ static char **load_args(int dev_id, int *argcp)
 {
 	char path[PATH_MAX], **argv;
 	static char buf[8192];
-	int fd, argc = 0, i;
+	int argc = 0, i;
 	ssize_t n;
 
 	run_path(path, sizeof(path), dev_id, "args");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	n = read_file(path, buf, sizeof(buf));
 	if (n <= 0)
 		return NULL;
 	for (i = 0; i < n; i++)
@@ -1542,18 +1556,11 @@ static int cmd_features(int argc, char **argv)
 /* The disk's request timeout in ms (its io_timeout in sysfs), 0 when unknown. */
 static unsigned long disk_io_timeout_ms(int dev_id)
 {
-	char path[64], buf[32] = "";
+	char path[64], buf[32];
 	unsigned long ms;
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/sys/block/ublkb%d/queue/io_timeout", dev_id);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
+	if (read_file(path, buf, sizeof(buf)) <= 0)
 		return 0;
 	buf[strcspn(buf, "\n")] = 0;
 	/* (the block layer keeps it as an unsigned int of jiffies) */
@@ -1601,22 +1608,14 @@ static enum server_state server_state(pid_t pid, int dev_id)
 	unsigned int flags;
 	struct stat cdev;
 	bool killed = false;
-	ssize_t n;
 	FILE *f;
 	char st;
-	int fd;
 
 	if (pid <= 0)
 		return SERVER_GONE;
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_file(path, buf, sizeof(buf)) <= 0)
 		return SERVER_GONE;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return SERVER_GONE;
-	buf[n] = 0;
 	/* "pid (comm) state ppid pgrp session tty_nr tpgid flags ..." */
 	p = strrchr(buf, ')');
 	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %u", &st, &flags) != 2 ||
