@@ -29,12 +29,19 @@ RUNTIME=${RUNTIME:-3}	# seconds per fio run
 
 UBLKD=$TOOLS/ublkd
 declare -A DEV
+# The servers (ublkd and rublk alike) start with glibc's memcpy kept off
+# `rep movsb`: QEMU's TCG runs that instruction one step per byte, and glibc
+# picks it from a few KiB up to its non-temporal threshold (~256 KiB here), so
+# the default mode's second copy took 3-12x what vector stores take, and
+# erratically (README, "ublk"). That is the emulator's cost, not the flag's;
+# UBLK_SERVER_TUNABLES= (empty) measures glibc as it is.
+SERVER_TUNABLES=${UBLK_SERVER_TUNABLES-glibc.cpu.x86_rep_movsb_threshold=1073741824}
 
 # ublk_dev VARIANT ARGS...: a device for VARIANT.
 ublk_dev() {
 	local v=$1 d
 	shift
-	d=$("$UBLKD" add "$@") || { echo "bench ublk: ublkd add $* failed" >&2; exit 1; }
+	d=$(GLIBC_TUNABLES=$SERVER_TUNABLES "$UBLKD" add "$@") || { echo "bench ublk: ublkd add $* failed" >&2; exit 1; }
 	DEV[$v]=$d
 	echo "  $v: $d ($*)"
 }
@@ -140,7 +147,7 @@ cases() {
 	else
 		local d added
 		# rublk add prints the device's info, "dev id N: ...".
-		added=$("$rublk" add null -q 1 -d 128 2>&1)
+		added=$(GLIBC_TUNABLES=$SERVER_TUNABLES "$rublk" add null -q 1 -d 128 2>&1)
 		d=$(sed -n 's/^dev id \([0-9]*\):.*/\/dev\/ublkb\1/p' <<< "$added" | head -n1)
 		for i in $(seq 50); do [ -n "$d" ] && [ -b "$d" ] && break; sleep 0.1; done
 		if [ -n "$d" ] && [ -b "$d" ]; then
@@ -173,9 +180,11 @@ cases() {
 
 	{
 		echo "kernel=$(uname -r)"
-		echo "description=$DESCRIPTION${RUBLK/no/ (rublk not available: no rublk cases)}"
+		[ "$RUBLK" = yes ] && echo "description=$DESCRIPTION" ||
+			echo "description=$DESCRIPTION (rublk not available: no rublk cases)"
 		echo "runs=$RUNS"
 		echo "cpus=$(nproc)"
+		echo "note=the servers run with GLIBC_TUNABLES=${SERVER_TUNABLES:-(none)}"
 		for v in "${!DEV[@]}"; do echo "device=$v ${DEV[$v]}"; done
 	} > "$out/setup.txt"
 	: > "$out/cases.tsv"
