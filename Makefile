@@ -4,7 +4,7 @@
 #   make demo            set up, build the perf kernel, boot it, run the tour
 #   make test            set up, build the debug kernel, run the test suite
 #   make bench B=NAME    benchmark scenario NAME (make bench lists them)
-#   make bench-insn      guest instructions per I/O of B=userq's (or vblk's) two paths
+#   make bench-insn      guest instructions per I/O of B=userq's (vblk's, copy's, ublk's) two paths
 #   make shell [K=debug] interactive guest with the same devices
 #   make lint            checkpatch --strict, shellcheck, tools with -Werror
 #   make series-check [FROM=rev]  every patch (after rev) builds on its own, no new sparse/W=1 warnings
@@ -53,7 +53,7 @@ insn-profile:
 # Scenarios with an instruction profile: userq (the default) and vblk
 # (bench/insn-userq.sh, bench/insn-vblk.sh).
 bench-insn: tools-perf insn-profile
-	@$(if $(filter-out userq vblk copy,$(B)),$(error bench-insn: B=userq, B=vblk or B=copy),)scripts/bench-insn.sh $(B)
+	@$(if $(filter-out userq vblk copy ublk,$(B)),$(error bench-insn: B=userq, B=vblk, B=copy or B=ublk),)scripts/bench-insn.sh $(B)
 
 shell: tools-$(K)
 	@vm/run -i -k $(K) -p $(if $(P),$(P),test)

@@ -1,9 +1,9 @@
 #!/bin/bash
-# make bench-insn [B=userq|vblk|copy]: guest instructions per I/O of a
+# make bench-insn [B=userq|vblk|copy|ublk]: guest instructions per I/O of a
 # benchmark's two paths. Builds the insn-profile QEMU plugin, boots the perf
 # kernel with the bench profile and the plugin loaded (vm/run -P), runs
 # bench/insn-B.sh inside, then bench/insn.py on the host: results/insn
-# (userq) or results/insn-vblk.
+# (userq) or results/insn-B.
 # ARGS="..." passes options to the guest script (-r SEC -s SEC -N RUNS -c CASES);
 # TRIES=N boots at most (5) when the device stalls.
 set -euo pipefail
@@ -14,7 +14,8 @@ case $scenario in
 userq) out=$RESULTS/insn name=bench-insn ;;
 copy) out=$RESULTS/insn-copy name=bench-insn-copy ;;
 vblk) out=$RESULTS/insn-vblk name=bench-insn-vblk ;;
-*) die "bench-insn: no instruction profile for B=$scenario (userq, vblk, copy)" ;;
+ublk) out=$RESULTS/insn-ublk name=bench-insn-ublk ;;
+*) die "bench-insn: no instruction profile for B=$scenario (userq, vblk, copy, ublk)" ;;
 esac
 plugin=$BUILD/insn-profile/insn-profile.so
 map=$BUILD/kernel-perf/System.map
