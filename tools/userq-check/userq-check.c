@@ -290,15 +290,32 @@ out:
 
 static bool case_not_iopoll(void)
 {
+	struct io_uring_sqe *sqe;
 	struct io_uring ring;
-	int ret;
+	int ret, ret2;
 
 	if (ring_setup(&ring, false))
 		return fail("ring setup failed");
 	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
 	io_uring_queue_exit(&ring);
-	return ret == -EINVAL ||
-	       fail("attach on a ring without IOPOLL: %d, want -EINVAL", ret);
+	/* Polling, but 64-byte SQEs and 16-byte CQEs: no NVMe passthrough. */
+	if (io_uring_queue_init(DEPTH, &ring, IORING_SETUP_IOPOLL))
+		return fail("ring setup failed");
+	sqe = io_uring_get_sqe(&ring);
+	if (!sqe) {
+		io_uring_queue_exit(&ring);
+		return fail("no SQE");
+	}
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = ng_fd;
+	sqe->cmd_op = NVME_URING_CMD_UQ_ATTACH;
+	ret2 = wait_one(&ring, NULL);
+	io_uring_queue_exit(&ring);
+	if (ret != -EINVAL)
+		return fail("attach on a ring without IOPOLL: %d, want -EINVAL", ret);
+	return ret2 == -EINVAL ||
+	       fail("attach on a ring without SQE128/CQE32: %d, want -EINVAL", ret2);
 }
 
 static bool case_not_nvme(void)
@@ -337,25 +354,58 @@ static bool case_bad_index(void)
 	return !ok_ret || fail("fixed file index 0: %s", strerror(-ok_ret));
 }
 
+/* The SQE fields an attach or detach must leave zero, one per try. */
+static const char *const reserved_fields[] = {
+	"cdw10", "the command area's last byte", "a uring_cmd flag", "addr",
+	"len", "buf_index", "file_index",
+};
+
 static bool case_reserved(void)
 {
-	struct io_uring_sqe *sqe;
-	struct io_uring ring;
-	int ret, ret2;
+	bool ok = true, detach;
+	unsigned int i;
+	int ret;
 
-	if (ring_setup(&ring, true))
-		return fail("ring setup failed");
-	sqe = uring_cmd_sqe(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH);
-	((struct nvme_uring_cmd *)sqe->cmd)->cdw10 = 1;
-	ret = wait_one(&ring, NULL);
-	sqe = uring_cmd_sqe(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH);
-	sqe->uring_cmd_flags = IORING_URING_CMD_USER_QUEUE;
-	ret2 = wait_one(&ring, NULL);
-	io_uring_queue_exit(&ring);
-	if (ret != -EINVAL)
-		return fail("attach with cdw10 set: %d, want -EINVAL", ret);
-	return ret2 == -EINVAL ||
-	       fail("attach with a uring_cmd flag: %d, want -EINVAL", ret2);
+	for (i = 0; i < 2 * ARRAY_SIZE(reserved_fields); i++) {
+		unsigned int f = i % ARRAY_SIZE(reserved_fields);
+		struct io_uring_sqe *sqe;
+		struct io_uring ring;
+
+		/* the detaches on a ring that has a queue, or they say -ENOENT */
+		detach = i >= ARRAY_SIZE(reserved_fields);
+		if (ring_setup(&ring, true))
+			return fail("ring setup failed");
+		ret = detach ? uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false) : 0;
+		if (ret) {
+			io_uring_queue_exit(&ring);
+			return fail("attach: %s", strerror(-ret));
+		}
+		sqe = uring_cmd_sqe(&ring, ng_fd, detach ? NVME_URING_CMD_UQ_DETACH :
+						       NVME_URING_CMD_UQ_ATTACH);
+		switch (f) {
+		case 0: ((struct nvme_uring_cmd *)sqe->cmd)->cdw10 = 1; break;
+		/* past struct nvme_uring_cmd: the command area is 80 bytes */
+		case 1: sqe->cmd[80 - 1] = 1; break;
+		case 2: sqe->uring_cmd_flags = IORING_URING_CMD_USER_QUEUE; break;
+		case 3: sqe->addr = 4096; break;
+		case 4: sqe->len = 1; break;
+		case 5: sqe->buf_index = 1; break;
+		case 6: sqe->file_index = 1; break;
+		}
+		ret = wait_one(&ring, NULL);
+		if (ret != -EINVAL)
+			ok = fail("%s with %s set: %d, want -EINVAL",
+				  detach ? "detach" : "attach", reserved_fields[f], ret);
+		/*
+		 * Give the queue back now: freeing the ring releases it only
+		 * from a work item, and the next attach would find the pool
+		 * empty.
+		 */
+		if (detach || !ret)
+			uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_DETACH, false);
+		io_uring_queue_exit(&ring);
+	}
+	return ok;
 }
 
 static bool case_unprivileged(void)
@@ -587,6 +637,100 @@ out:
 	io_uring_queue_exit(&ring);
 	free(buf);
 	free(chk);
+	return ok;
+}
+
+/*
+ * The flag never changes a command's outcome: each command below is sent
+ * once with it and once without, on a ring with a queue attached, and both
+ * must end alike. Those the queue does not take (the documentation's list)
+ * must leave user_queue_cmds as it was; a Flush goes on the queue.
+ */
+struct same_cmd {
+	const char *what;
+	uint8_t opcode;
+	bool on_queue;		/* the user queue takes it */
+	bool bad_nsid;
+	bool async;		/* IOSQE_ASYNC: issued from io-wq */
+	uint32_t data_len;	/* 0: none */
+	uint32_t cdw12;
+};
+
+static const struct same_cmd same_cmds[] = {
+	{ "Read with a wrong NSID", NVME_CMD_READ, false, true, false, LBA, 0 },
+	{ "Read with data_len != (NLB + 1) blocks", NVME_CMD_READ, false, false, false, 2 * LBA, 0 },
+	{ "Read from io-wq (IOSQE_ASYNC)", NVME_CMD_READ, false, false, true, LBA, 0 },
+	{ "Write Zeroes", 0x08, false, false, false, 0, 7 },
+	{ "Compare", 0x05, false, false, false, LBA, 0 },
+	{ "Dataset Management", 0x09, false, false, false, 16, 0 },
+	{ "Flush", 0x00, true, false, false, 0, 0 },
+};
+
+static int same_one(struct io_uring *ring, const struct same_cmd *c, void *buf,
+		    bool uq)
+{
+	struct io_uring_sqe *sqe = uring_cmd_sqe(ring, ng_fd, NVME_URING_CMD_IO);
+	struct nvme_uring_cmd *cmd = (struct nvme_uring_cmd *)sqe->cmd;
+	/* LBA 7 MiB / LBA: past what the other cases use */
+	uint64_t slba = (7 << 20) / LBA;
+
+	cmd->opcode = c->opcode;
+	cmd->nsid = c->bad_nsid ? nsid + 100 : nsid;
+	if (c->opcode != 0x00 && c->opcode != 0x09) {
+		cmd->cdw10 = (uint32_t)slba;
+		cmd->cdw11 = (uint32_t)(slba >> 32);
+		cmd->cdw12 = c->cdw12;
+	}
+	if (c->opcode == 0x09) {
+		/* one range of 8 blocks at slba, deallocate (AD) */
+		uint32_t *range = buf;
+
+		memset(range, 0, 16);
+		range[1] = 8;
+		range[2] = (uint32_t)slba;
+		range[3] = (uint32_t)(slba >> 32);
+		cmd->cdw11 = 1 << 2;
+	}
+	if (c->data_len) {
+		cmd->addr = (uintptr_t)buf;
+		cmd->data_len = c->data_len;
+	}
+	if (c->async)
+		sqe->flags |= IOSQE_ASYNC;
+	if (uq)
+		sqe->uring_cmd_flags |= IORING_URING_CMD_USER_QUEUE;
+	return wait_one(ring, NULL);
+}
+
+static bool case_same_result(void)
+{
+	void *buf = xalloc(4096);
+	struct io_uring ring;
+	bool ok = true;
+	unsigned int i;
+
+	memset(buf, 0, 4096);
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		free(buf);
+		return fail("setup or attach failed");
+	}
+	for (i = 0; i < ARRAY_SIZE(same_cmds); i++) {
+		const struct same_cmd *c = &same_cmds[i];
+		long cmds = sysfs_num("user_queue_cmds");
+		int with, without;
+
+		without = same_one(&ring, c, buf, false);
+		with = same_one(&ring, c, buf, true);
+		if (with != without)
+			ok = fail("%s: %d with the flag, %d without", c->what, with, without);
+		if (sysfs_num("user_queue_cmds") - cmds != (c->on_queue ? 1 : 0))
+			ok = fail("%s: %ld commands on the user queue, want %d", c->what,
+				  sysfs_num("user_queue_cmds") - cmds, c->on_queue ? 1 : 0);
+		fprintf(stderr, "  %s: %d both ways\n", c->what, with);
+	}
+	io_uring_queue_exit(&ring);
+	free(buf);
 	return ok;
 }
 
@@ -952,15 +1096,16 @@ struct ucase {
 
 static const struct ucase cases[] = {
 	{ "attach", case_attach, "attach, attach again (-EEXIST), detach, detach again (-ENOENT)" },
-	{ "not-iopoll", case_not_iopoll, "attach on a ring without IOPOLL (-EINVAL)" },
+	{ "not-iopoll", case_not_iopoll, "attach on a ring without IOPOLL, or without SQE128/CQE32 (-EINVAL)" },
 	{ "not-nvme", case_not_nvme, "attach on /dev/null and on the block device" },
 	{ "bad-index", case_bad_index, "attach with a fixed-file index out of range (-EBADF)" },
-	{ "reserved", case_reserved, "attach with non-zero command fields or flags (-EINVAL)" },
+	{ "reserved", case_reserved, "attach and detach with any SQE field they do not use set (-EINVAL)" },
 	{ "unprivileged", case_unprivileged, "attach without CAP_SYS_ADMIN (-EPERM)" },
 	{ "exhaust", case_exhaust, "one ring more than there are queues (-EBUSY), one attaching twice then (-EEXIST)" },
 	{ "no-queue-flag", case_no_queue_flag, "the flag on a ring with no queue: normal path" },
 	{ "xfer", case_xfer, "data both ways vs the block device, plain and registered buffers" },
 	{ "fallback", case_fallback, "vectored and misaligned commands with the flag: normal path" },
+	{ "same-result", case_same_result, "wrong NSID, data_len mismatch, IOSQE_ASYNC, Write Zeroes, Compare, DSM, Flush: the same result with the flag and without" },
 	{ "device-error", case_device_error, "an NVMe error status comes back in the CQE" },
 	{ "batch", case_batch, "32 writes in one submission, verified" },
 	{ "detach-inflight", case_detach_inflight, "detach with 32 reads in flight" },
