@@ -33,15 +33,11 @@ insn_options "$@"
 UBLKD=$TOOLS/ublkd
 [ -x "$UBLKD" ] || insn_die "$UBLKD not built (make tools)"
 modprobe ublk_drv || insn_die "no ublk_drv module"
-# As bench/scenarios/ublk.sh starts them: glibc's memcpy off `rep movsb`.
-tunables=glibc.cpu.x86_rep_movsb_threshold=1073741824
-base_args=(-t null --memcpy -q 1 -d 128)
+# shellcheck source=bench/ublk-server.sh
+. "$REPO/bench/ublk-server.sh"
 declare -A ID DEV
 for v in default gd; do
-	args=("${base_args[@]}")
-	[ "$v" = gd ] && args+=(--get-data)
-	DEV[$v]=$(GLIBC_TUNABLES=$tunables "$UBLKD" add "${args[@]}") ||
-		insn_die "ublkd add ${args[*]} failed"
+	DEV[$v]=$(ublk_memcpy_dev "$v") || insn_die "ublkd add ($v mode) failed"
 	ID[$v]=${DEV[$v]#/dev/ublkb}
 done
 trap '"$UBLKD" del -a' EXIT
@@ -77,5 +73,5 @@ declare -A INSN_ARGS=(
 INSN_VARIANTS=(default gd)
 declare -A INSN_VARG=([default]="${DEV[default]}" [gd]="${DEV[gd]}")
 INSN_SETUP=("title=ublkd null --memcpy QD1 random writes: default mode, two copies (default) vs NEED_GET_DATA, one copy (gd)"
-	    "disks=default ${DEV[default]} (ublkd add ${base_args[*]}), gd ${DEV[gd]} (the same --get-data); servers with GLIBC_TUNABLES=$tunables; iobench cpu=$INSN_CPU")
+	    "disks=default ${DEV[default]} (ublkd add ${UBLK_MEMCPY_ARGS[*]}), gd ${DEV[gd]} (the same --get-data); servers with GLIBC_TUNABLES=$UBLK_SERVER_TUNABLES; iobench cpu=$INSN_CPU")
 insn_main

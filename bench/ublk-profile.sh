@@ -17,7 +17,6 @@ set -euo pipefail
 REPO=${FASTPATH_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 # shellcheck source=tests/common/rc
 . "$REPO/tests/common/rc"
-UBLKD=$TOOLS/ublkd
 FREQ=999
 RUNTIME=${RUNTIME:-5}
 RUNS=${RUNS:-3}	# per mode and size, ABBA
@@ -31,21 +30,18 @@ die() {
 }
 
 command -v perf > /dev/null || die "no perf in the guest (apt-get install linux-perf on the host)"
-[ -x "$UBLKD" ] || die "$UBLKD not built (make tools)"
+[ -x "$TOOLS/ublkd" ] || die "$TOOLS/ublkd not built (make tools)"
 modprobe ublk_drv || die "no ublk_drv module"
 mkdir -p "$out"
 rm -f "$out"/*
 
-# As bench/scenarios/ublk.sh starts them.
-tunables=glibc.cpu.x86_rep_movsb_threshold=1073741824
+# shellcheck source=bench/ublk-server.sh
+. "$REPO/bench/ublk-server.sh"
 declare -A DEV
 for v in default gd; do
-	args=(-t null --memcpy -q 1 -d 128)
-	[ "$v" = gd ] && args+=(--get-data)
-	DEV[$v]=$(GLIBC_TUNABLES=$tunables "$UBLKD" add "${args[@]}") ||
-		die "ublkd add ${args[*]} failed"
+	DEV[$v]=$(ublk_memcpy_dev "$v") || die "ublkd add ($v mode) failed"
 done
-trap '"$UBLKD" del -a' EXIT
+trap '"$TOOLS/ublkd" del -a' EXIT
 
 for run in $(seq "$RUNS"); do
 for bs in "${sizes[@]}"; do

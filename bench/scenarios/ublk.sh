@@ -29,19 +29,14 @@ RUNTIME=${RUNTIME:-3}	# seconds per fio run
 
 UBLKD=$TOOLS/ublkd
 declare -A DEV
-# The servers (ublkd and rublk alike) start with glibc's memcpy kept off
-# `rep movsb`: QEMU's TCG runs that instruction one step per byte, and glibc
-# picks it from a few KiB up to its non-temporal threshold (~256 KiB here), so
-# the default mode's second copy took 3-12x what vector stores take, and
-# erratically (README, "ublk"). That is the emulator's cost, not the flag's;
-# UBLK_SERVER_TUNABLES= (empty) measures glibc as it is.
-SERVER_TUNABLES=${UBLK_SERVER_TUNABLES-glibc.cpu.x86_rep_movsb_threshold=1073741824}
+# shellcheck source=bench/ublk-server.sh
+. "$REPO/bench/ublk-server.sh"
 
 # ublk_dev VARIANT ARGS...: a device for VARIANT.
 ublk_dev() {
 	local v=$1 d
 	shift
-	d=$(GLIBC_TUNABLES=$SERVER_TUNABLES "$UBLKD" add "$@") || { echo "bench ublk: ublkd add $* failed" >&2; exit 1; }
+	d=$(ublk_server "$UBLKD" add "$@") || { echo "bench ublk: ublkd add $* failed" >&2; exit 1; }
 	DEV[$v]=$d
 	echo "  $v: $d ($*)"
 }
@@ -129,9 +124,9 @@ cases() {
 	echo "bench ublk: devices"
 	ublk_dev null-default -t null -q 1 -d 128
 	ublk_dev null-gd -t null -q 1 -d 128 --get-data
-	ublk_dev memcpy-default -t null --memcpy -q 1 -d 128
-	ublk_dev memcpy-gd -t null --memcpy -q 1 -d 128 --get-data
-	ublk_dev memcpy-uc -t null --memcpy -q 1 -d 128 --user-copy
+	ublk_dev memcpy-default "${UBLK_MEMCPY_ARGS[@]}"
+	ublk_dev memcpy-gd "${UBLK_MEMCPY_ARGS[@]}" --get-data
+	ublk_dev memcpy-uc "${UBLK_MEMCPY_ARGS[@]}" --user-copy
 	nbdkit -f -U "$sock" memory 1G > /dev/null 2>&1 &
 	for i in $(seq 300); do [ -S "$sock" ] && break; sleep 0.1; done
 	[ -S "$sock" ] || { echo "bench ublk: nbdkit did not listen on $sock within 30 s" >&2; exit 1; }
@@ -147,7 +142,7 @@ cases() {
 	else
 		local d added
 		# rublk add prints the device's info, "dev id N: ...".
-		added=$(GLIBC_TUNABLES=$SERVER_TUNABLES "$rublk" add null -q 1 -d 128 2>&1)
+		added=$(ublk_server "$rublk" add null -q 1 -d 128 2>&1)
 		d=$(sed -n 's/^dev id \([0-9]*\):.*/\/dev\/ublkb\1/p' <<< "$added" | head -n1)
 		for i in $(seq 50); do [ -n "$d" ] && [ -b "$d" ] && break; sleep 0.1; done
 		if [ -n "$d" ] && [ -b "$d" ]; then
@@ -184,7 +179,7 @@ cases() {
 			echo "description=$DESCRIPTION (rublk not available: no rublk cases)"
 		echo "runs=$RUNS"
 		echo "cpus=$(nproc)"
-		echo "note=the servers run with GLIBC_TUNABLES=${SERVER_TUNABLES:-(none)}"
+		echo "note=the servers run with GLIBC_TUNABLES=${UBLK_SERVER_TUNABLES:-(none)}"
 		for v in "${!DEV[@]}"; do echo "device=$v ${DEV[$v]}"; done
 	} > "$out/setup.txt"
 	: > "$out/cases.tsv"
