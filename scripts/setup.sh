@@ -15,6 +15,8 @@ packages=(
 	qemu-system-x86 qemu-utils busybox-static
 	fio nvme-cli liburing-dev util-linux python3 python3-matplotlib
 	python3-ply python3-git iproute2 procps nbdkit xfsprogs e2fsprogs dmsetup
+	# bench/ublk-profile.sh: perf, sampling in the guest
+	linux-perf
 	# scripts/fio.sh: apt-get source fio, and what its build needs
 	dpkg-dev patch libaio-dev zlib1g-dev
 )
