@@ -440,6 +440,123 @@ static bool case_unprivileged(void)
 	       fail("attach without CAP_SYS_ADMIN: %d, want -EPERM", ret);
 }
 
+/*
+ * What the child of case_handed_on() got, in the order it tried: a Read on
+ * the queue, a Write through a read-only fd with the flag and without, a
+ * detach.
+ */
+struct handed_on {
+	int setup, read, write_uq, write, detach;
+};
+
+/*
+ * The cover letter's security model: root attaches a queue and hands the
+ * ring on (here by fork) to a process without privileges, which then uses
+ * the queue, but only for what its files allow. Its Read through the
+ * read-write fd goes on the user queue; its Write through a read-only fd is
+ * refused with -EACCES on both paths, and reaches neither the queue nor the
+ * disk; its detach succeeds (it only gives the queue back).
+ */
+static bool case_handed_on(void)
+{
+	struct handed_on got = { -1, -1, -1, -1, -1 };
+	void *buf = xalloc(4096), *chk = xalloc(4096);
+	int status, pipefd[2], ret, ro_fd;
+	long cmds, attached = sysfs_num("user_queues_attached");
+	struct io_uring ring;
+	bool ok = false;
+	pid_t pid;
+
+	ro_fd = open(ng_path, O_RDONLY);
+	if (ro_fd < 0) {
+		fail("open %s read-only: %s", ng_path, strerror(errno));
+		goto out;
+	}
+	if (ring_setup(&ring, true)) {
+		fail("ring setup failed");
+		goto close_ro;
+	}
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	if (ret) {
+		fail("attach: %d", ret);
+		goto exit_ring;
+	}
+	/* what the refused write would put there if it went through */
+	memset(chk, 0x5a, 4096);
+	if (pwrite(blk_fd, chk, 4096, 0) != 4096) {
+		fail("pwrite on %s: %s", blk_path, strerror(errno));
+		goto detach;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	if (pipe(pipefd)) {
+		fail("pipe failed");
+		goto detach;
+	}
+	pid = fork();
+	if (pid == 0) {
+		struct io_uring_sqe *sqe;
+
+		got.setup = setresgid(65534, 65534, 65534) ||
+			    setresuid(65534, 65534, 65534);
+		if (!got.setup) {
+			got.read = do_io(&ring, false, 0, buf, 4096, true, -1);
+			memset(buf, 0xc3, 4096);
+			sqe = queue_io(&ring, true, 0, buf, 4096, true, -1, 1);
+			sqe->fd = ro_fd;
+			got.write_uq = wait_one(&ring, NULL);
+			sqe = queue_io(&ring, true, 0, buf, 4096, false, -1, 1);
+			sqe->fd = ro_fd;
+			got.write = wait_one(&ring, NULL);
+			got.detach = uq_op(&ring, ng_fd,
+					   NVME_URING_CMD_UQ_DETACH, false);
+		}
+		if (write(pipefd[1], &got, sizeof(got)) != sizeof(got))
+			_exit(1);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	if (read(pipefd[0], &got, sizeof(got)) != sizeof(got))
+		got.setup = -1;
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	if (got.setup)
+		fail("the child could not drop its privileges");
+	else if (got.read)
+		fail("unprivileged Read on a handed-on ring: %d, want 0", got.read);
+	else if (got.write_uq != -EACCES || got.write != -EACCES)
+		fail("unprivileged Write through a read-only fd: %d with the flag, %d without, want -EACCES",
+		     got.write_uq, got.write);
+	else if (got.detach)
+		fail("unprivileged detach of a handed-on queue: %d, want 0",
+		     got.detach);
+	else if (sysfs_num("user_queue_cmds") != cmds + 1)
+		fail("%ld commands went on the user queue, want 1 (the Read)",
+		     sysfs_num("user_queue_cmds") - cmds);
+	else if (pread(blk_fd, buf, 4096, 0) != 4096 || memcmp(buf, chk, 4096))
+		fail("a refused Write changed the disk");
+	else
+		ok = true;
+	/*
+	 * Not a detach here: the child moved the ring's SQ on, and this
+	 * process's liburing state no longer matches it. If the child did not
+	 * detach, freeing the ring gives the queue back, from a work item.
+	 */
+	io_uring_queue_exit(&ring);
+	if (!sysfs_wait("user_queues_attached", attached, 5) && ok)
+		ok = fail("the handed-on ring's queue was not given back");
+	goto close_ro;
+detach:
+	uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_DETACH, false);
+exit_ring:
+	io_uring_queue_exit(&ring);
+close_ro:
+	close(ro_fd);
+out:
+	free(buf);
+	free(chk);
+	return ok;
+}
+
 static bool case_exhaust(void)
 {
 	long n = sysfs_num("user_queues"), base = sysfs_num("user_queues_attached");
@@ -1101,6 +1218,7 @@ static const struct ucase cases[] = {
 	{ "bad-index", case_bad_index, "attach with a fixed-file index out of range (-EBADF)" },
 	{ "reserved", case_reserved, "attach and detach with any SQE field they do not use set (-EINVAL)" },
 	{ "unprivileged", case_unprivileged, "attach without CAP_SYS_ADMIN (-EPERM)" },
+	{ "handed-on", case_handed_on, "a ring root attached, used without privileges: Read on the queue, Write through a read-only fd -EACCES, detach" },
 	{ "exhaust", case_exhaust, "one ring more than there are queues (-EBUSY), one attaching twice then (-EEXIST)" },
 	{ "no-queue-flag", case_no_queue_flag, "the flag on a ring with no queue: normal path" },
 	{ "xfer", case_xfer, "data both ways vs the block device, plain and registered buffers" },
