@@ -851,6 +851,89 @@ static bool case_same_result(void)
 	return ok;
 }
 
+/*
+ * More reads in flight than the queue has slots (io_queue_depth - 1, as the
+ * controller's other I/O queues): those past the last slot take the normal
+ * path, as the flag is advisory, and every read returns its own block.
+ */
+static bool case_full_queue(void)
+{
+	long cmds, on_uq, depth;
+	struct io_uring ring;
+	char *bufs, *chk;
+	bool ok = false;
+	unsigned int i, n;
+	int ret;
+
+	depth = sysfs_read_num("/sys/module/nvme/parameters/io_queue_depth");
+	if (depth < 2 || depth > 4000)
+		return fail("nvme.io_queue_depth is %ld, this case needs 2 to 4000",
+			    depth);
+	n = depth + 64;
+	bufs = xalloc((size_t)n * LBA);
+	chk = xalloc((size_t)n * LBA);
+	for (i = 0; i < n; i++)
+		fill(chk + (size_t)i * LBA, LBA, 7000 + i);
+	if (pwrite(blk_fd, chk, (size_t)n * LBA, 0) != (ssize_t)n * LBA) {
+		fail("pwrite on %s: %s", blk_path, strerror(errno));
+		goto out;
+	}
+	memset(bufs, 0, (size_t)n * LBA);
+	ret = io_uring_queue_init(n, &ring, IORING_SETUP_SQE128 |
+				  IORING_SETUP_CQE32 | IORING_SETUP_IOPOLL);
+	if (ret) {
+		fail("a ring of %u entries: %d", n, ret);
+		goto out;
+	}
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	if (ret) {
+		fail("attach: %d", ret);
+		goto exit_ring;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	for (i = 0; i < n; i++)
+		queue_io(&ring, false, (uint64_t)i * LBA, bufs + (size_t)i * LBA,
+			 LBA, true, -1, i + 1);
+	ret = io_uring_submit(&ring);
+	if (ret != (int)n) {
+		fail("submitted %d of %u reads", ret, n);
+		goto detach;
+	}
+	for (i = 0; i < n; i++) {
+		struct io_uring_cqe *cqe;
+
+		ret = io_uring_wait_cqe(&ring, &cqe);
+		if (ret) {
+			fail("waiting for read %u of %u: %d", i + 1, n, ret);
+			goto detach;
+		}
+		ret = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+		if (ret) {
+			fail("a read with the queue full: %d, want 0", ret);
+			goto detach;
+		}
+	}
+	on_uq = sysfs_num("user_queue_cmds") - cmds;
+	fprintf(stderr, "  full-queue: %ld of %u reads on the user queue\n",
+		on_uq, n);
+	if (on_uq <= 0 || on_uq >= n)
+		fail("%ld of %u reads went on the user queue, want some but not all",
+		     on_uq, n);
+	else if (memcmp(bufs, chk, (size_t)n * LBA))
+		fail("reads with the queue full returned wrong data");
+	else
+		ok = true;
+detach:
+	uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_DETACH, false);
+exit_ring:
+	io_uring_queue_exit(&ring);
+out:
+	free(bufs);
+	free(chk);
+	return ok;
+}
+
 /* An error status from the controller reaches the CQE. */
 static bool case_device_error(void)
 {
@@ -1224,6 +1307,7 @@ static const struct ucase cases[] = {
 	{ "xfer", case_xfer, "data both ways vs the block device, plain and registered buffers" },
 	{ "fallback", case_fallback, "vectored and misaligned commands with the flag: normal path" },
 	{ "same-result", case_same_result, "wrong NSID, data_len mismatch, IOSQE_ASYNC, Write Zeroes, Compare, DSM, Flush: the same result with the flag and without" },
+	{ "full-queue", case_full_queue, "io_queue_depth + 64 reads in flight at once: the ones past the last slot take the normal path, data right" },
 	{ "device-error", case_device_error, "an NVMe error status comes back in the CQE" },
 	{ "batch", case_batch, "32 writes in one submission, verified" },
 	{ "detach-inflight", case_detach_inflight, "detach with 32 reads in flight" },
