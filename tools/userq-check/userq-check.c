@@ -62,13 +62,13 @@
 
 #define NVME_CMD_WRITE	0x01
 #define NVME_CMD_READ	0x02
-#define LBA		512	/* the test namespace's LBA size, checked */
 #define MAX_XFER	(512 << 10)
 #define DEPTH		64
 
 static const char *ng_path, *blk_path;
 static int ng_fd, blk_fd;
 static unsigned int nsid;
+static unsigned int lba;		/* the namespace's LBA size: 512 or 4096 */
 static char sysdir[128];	/* /sys/class/nvme/nvmeX */
 static char why[256];
 
@@ -202,13 +202,13 @@ static struct io_uring_sqe *queue_io(struct io_uring *ring, bool write,
 {
 	struct io_uring_sqe *sqe = uring_cmd_sqe(ring, ng_fd, NVME_URING_CMD_IO);
 	struct nvme_uring_cmd *cmd = (struct nvme_uring_cmd *)sqe->cmd;
-	uint64_t slba = off / LBA;
+	uint64_t slba = off / lba;
 
 	cmd->opcode = write ? NVME_CMD_WRITE : NVME_CMD_READ;
 	cmd->nsid = nsid;
 	cmd->cdw10 = (uint32_t)slba;
 	cmd->cdw11 = (uint32_t)(slba >> 32);
-	cmd->cdw12 = len / LBA - 1;
+	cmd->cdw12 = len / lba - 1;
 	cmd->addr = (uintptr_t)buf;
 	cmd->data_len = len;
 	if (uq)
@@ -676,7 +676,7 @@ static bool case_xfer(void)
 		{ 4096, 0 }, { 8192, 0 }, { 4096, 512 }, { 65536, 0 },
 		{ 8192 + 512, 0 }, { max - 4096, 2048 }, { max, 0 },
 	};
-	long cmds = sysfs_num("user_queue_cmds");
+	long cmds = sysfs_num("user_queue_cmds"), n = 0;
 	struct io_uring ring;
 	struct iovec iov;
 	unsigned int i, fixed;
@@ -693,11 +693,16 @@ static bool case_xfer(void)
 		goto out;
 	}
 	for (fixed = 0; fixed < 2 && ok; fixed++)
-		for (i = 0; i < ARRAY_SIZE(sizes) && ok; i++)
+		for (i = 0; i < ARRAY_SIZE(sizes) && ok; i++) {
+			/* 8.5 KiB is no whole number of 4 KiB LBAs */
+			if (sizes[i].len % lba)
+				continue;
 			ok = xfer_one(&ring, sizes[i].len, fixed ? 0 : -1,
 				      (char *)iov.iov_base + sizes[i].boff,
 				      (uint64_t)(2 + i) << 20, i * 4 + fixed * 2);
-	if (ok && sysfs_num("user_queue_cmds") < cmds + 2 * 2 * (long)ARRAY_SIZE(sizes))
+			n++;
+		}
+	if (ok && sysfs_num("user_queue_cmds") < cmds + 2 * n)
 		ok = fail("the commands did not go on the user queue");
 out:
 	io_uring_queue_exit(&ring);
@@ -769,18 +774,19 @@ struct same_cmd {
 	bool on_queue;		/* the user queue takes it */
 	bool bad_nsid;
 	bool async;		/* IOSQE_ASYNC: issued from io-wq */
-	uint32_t data_len;	/* 0: none */
+	uint32_t data_lbas;	/* data_len: this many LBAs */
+	uint32_t data_bytes;	/* plus this many bytes */
 	uint32_t cdw12;
 };
 
 static const struct same_cmd same_cmds[] = {
-	{ "Read with a wrong NSID", NVME_CMD_READ, false, true, false, LBA, 0 },
-	{ "Read with data_len != (NLB + 1) blocks", NVME_CMD_READ, false, false, false, 2 * LBA, 0 },
-	{ "Read from io-wq (IOSQE_ASYNC)", NVME_CMD_READ, false, false, true, LBA, 0 },
-	{ "Write Zeroes", 0x08, false, false, false, 0, 7 },
-	{ "Compare", 0x05, false, false, false, LBA, 0 },
-	{ "Dataset Management", 0x09, false, false, false, 16, 0 },
-	{ "Flush", 0x00, true, false, false, 0, 0 },
+	{ "Read with a wrong NSID", NVME_CMD_READ, false, true, false, 1, 0, 0 },
+	{ "Read with data_len != (NLB + 1) blocks", NVME_CMD_READ, false, false, false, 2, 0, 0 },
+	{ "Read from io-wq (IOSQE_ASYNC)", NVME_CMD_READ, false, false, true, 1, 0, 0 },
+	{ "Write Zeroes", 0x08, false, false, false, 0, 0, 7 },
+	{ "Compare", 0x05, false, false, false, 1, 0, 0 },
+	{ "Dataset Management", 0x09, false, false, false, 0, 16, 0 },
+	{ "Flush", 0x00, true, false, false, 0, 0, 0 },
 };
 
 static int same_one(struct io_uring *ring, const struct same_cmd *c, void *buf,
@@ -788,8 +794,9 @@ static int same_one(struct io_uring *ring, const struct same_cmd *c, void *buf,
 {
 	struct io_uring_sqe *sqe = uring_cmd_sqe(ring, ng_fd, NVME_URING_CMD_IO);
 	struct nvme_uring_cmd *cmd = (struct nvme_uring_cmd *)sqe->cmd;
-	/* LBA 7 MiB / LBA: past what the other cases use */
-	uint64_t slba = (7 << 20) / LBA;
+	/* 7 MiB in: past what the other cases use */
+	uint64_t slba = (7 << 20) / lba;
+	uint32_t data_len = c->data_lbas * lba + c->data_bytes;
 
 	cmd->opcode = c->opcode;
 	cmd->nsid = c->bad_nsid ? nsid + 100 : nsid;
@@ -808,9 +815,9 @@ static int same_one(struct io_uring *ring, const struct same_cmd *c, void *buf,
 		range[3] = (uint32_t)(slba >> 32);
 		cmd->cdw11 = 1 << 2;
 	}
-	if (c->data_len) {
+	if (data_len) {
 		cmd->addr = (uintptr_t)buf;
-		cmd->data_len = c->data_len;
+		cmd->data_len = data_len;
 	}
 	if (c->async)
 		sqe->flags |= IOSQE_ASYNC;
@@ -821,12 +828,12 @@ static int same_one(struct io_uring *ring, const struct same_cmd *c, void *buf,
 
 static bool case_same_result(void)
 {
-	void *buf = xalloc(4096);
+	void *buf = xalloc(2 * 4096);	/* two LBAs of 4 KiB at most */
 	struct io_uring ring;
 	bool ok = true;
 	unsigned int i;
 
-	memset(buf, 0, 4096);
+	memset(buf, 0, 2 * 4096);
 	if (ring_setup(&ring, true) ||
 	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
 		free(buf);
@@ -870,15 +877,15 @@ static bool case_full_queue(void)
 		return fail("nvme.io_queue_depth is %ld, this case needs 2 to 4000",
 			    depth);
 	n = depth + 64;
-	bufs = xalloc((size_t)n * LBA);
-	chk = xalloc((size_t)n * LBA);
+	bufs = xalloc((size_t)n * lba);
+	chk = xalloc((size_t)n * lba);
 	for (i = 0; i < n; i++)
-		fill(chk + (size_t)i * LBA, LBA, 7000 + i);
-	if (pwrite(blk_fd, chk, (size_t)n * LBA, 0) != (ssize_t)n * LBA) {
+		fill(chk + (size_t)i * lba, lba, 7000 + i);
+	if (pwrite(blk_fd, chk, (size_t)n * lba, 0) != (ssize_t)n * lba) {
 		fail("pwrite on %s: %s", blk_path, strerror(errno));
 		goto out;
 	}
-	memset(bufs, 0, (size_t)n * LBA);
+	memset(bufs, 0, (size_t)n * lba);
 	ret = io_uring_queue_init(n, &ring, IORING_SETUP_SQE128 |
 				  IORING_SETUP_CQE32 | IORING_SETUP_IOPOLL);
 	if (ret) {
@@ -892,8 +899,8 @@ static bool case_full_queue(void)
 	}
 	cmds = sysfs_num("user_queue_cmds");
 	for (i = 0; i < n; i++)
-		queue_io(&ring, false, (uint64_t)i * LBA, bufs + (size_t)i * LBA,
-			 LBA, true, -1, i + 1);
+		queue_io(&ring, false, (uint64_t)i * lba, bufs + (size_t)i * lba,
+			 lba, true, -1, i + 1);
 	ret = io_uring_submit(&ring);
 	if (ret != (int)n) {
 		fail("submitted %d of %u reads", ret, n);
@@ -920,7 +927,7 @@ static bool case_full_queue(void)
 	if (on_uq <= 0 || on_uq >= n)
 		fail("%ld of %u reads went on the user queue, want some but not all",
 		     on_uq, n);
-	else if (memcmp(bufs, chk, (size_t)n * LBA))
+	else if (memcmp(bufs, chk, (size_t)n * lba))
 		fail("reads with the queue full returned wrong data");
 	else
 		ok = true;
@@ -1634,6 +1641,7 @@ static void usage(void)
 		"       userq-check storm SECONDS /dev/ngXnY\n"
 		"       userq-check stall /dev/ngXnY /dev/nvmeXnY /dev/ngXnZ\n"
 		"       userq-check head /dev/ngXnY /dev/nvmeXnY   (a multipath head)\n"
+		"       userq-check cross /dev/ngAnY /dev/ngBnZ /dev/nvmeBnZ   (two controllers)\n"
 		"       userq-check hold SECONDS /dev/ngXnY\n"
 		"       userq-check -l\n");
 	exit(EXIT_USAGE);
@@ -1714,6 +1722,77 @@ static int head(const char *ng, const char *blk)
 	return EXIT_PASS;
 }
 
+/*
+ * userq-check cross NG_A NG_B BLK_B: a ring holds a user queue of
+ * controller A; its flagged commands on a namespace of controller B (B's
+ * own queues are in its own pool) take the normal path: neither
+ * controller's user_queue_cmds moves, and the data lands on B.
+ */
+static int cross(const char *ng_a, const char *ng_b, const char *blk_b)
+{
+	char sys_b[192], *buf = xalloc(2 * 4096), *chk = xalloc(4096);
+	unsigned int nsid_b;
+	long cmds_a, cmds_b;
+	struct io_uring ring;
+	int ret, fd_b, fd_a, bs;
+	bool ok;
+
+	ret = open_ng(ng_b);
+	if (ret)
+		return ret;
+	fd_b = ng_fd;
+	nsid_b = nsid;
+	snprintf(sys_b, sizeof(sys_b), "%s/user_queue_cmds", sysdir);
+	ret = open_ng(ng_a);
+	if (ret)
+		return ret;
+	fd_a = ng_fd;
+	blk_path = blk_b;
+	blk_fd = open(blk_b, O_RDWR | O_DIRECT);
+	if (blk_fd < 0 || ioctl(blk_fd, BLKSSZGET, &bs) || bs > 4096) {
+		fprintf(stderr, "userq-check: %s: cannot use it\n", blk_b);
+		return EXIT_FAIL;
+	}
+	lba = bs;
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, fd_a, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fprintf(stderr, "userq-check: cross: attach on %s failed\n", ng_a);
+		return EXIT_FAIL;
+	}
+	cmds_a = sysfs_num("user_queue_cmds");
+	cmds_b = sysfs_read_num(sys_b);
+	/* the commands go to B: its fd, its namespace id */
+	ng_fd = fd_b;
+	nsid = nsid_b;
+	fill(chk, 4096, 91);
+	memcpy(buf, chk, 4096);
+	ret = do_io(&ring, true, 5 << 20, buf, 4096, true, -1);
+	if (!ret) {
+		memset(buf, 0, 4096);
+		ret = do_io(&ring, false, 5 << 20, buf, 4096, true, -1);
+	}
+	ok = false;
+	if (ret)
+		fail("flagged I/O on %s with a queue of %s: %d", ng_b, ng_a, ret);
+	else if (memcmp(buf, chk, 4096))
+		fail("a flagged read on %s returned wrong data", ng_b);
+	else if (pread(blk_fd, buf, 4096, 5 << 20) != 4096 ||
+		 memcmp(buf, chk, 4096))
+		fail("a flagged write on %s did not land there", ng_b);
+	else if (sysfs_num("user_queue_cmds") != cmds_a)
+		fail("a command on %s went on a user queue of %s", ng_b, ng_a);
+	else if (sysfs_read_num(sys_b) != cmds_b)
+		fail("a command on %s went on one of its own user queues, which the ring does not hold",
+		     ng_b);
+	else
+		ok = true;
+	io_uring_queue_exit(&ring);
+	free(buf);
+	free(chk);
+	printf("cross: %s%s\n", ok ? "ok" : "FAIL: ", ok ? "" : why);
+	return ok ? EXIT_PASS : EXIT_FAIL;
+}
+
 int main(int argc, char **argv)
 {
 	const char *only[ARRAY_SIZE(cases)];
@@ -1722,6 +1801,8 @@ int main(int argc, char **argv)
 
 	if (argc == 4 && !strcmp(argv[1], "head"))
 		return head(argv[2], argv[3]);
+	if (argc == 5 && !strcmp(argv[1], "cross"))
+		return cross(argv[2], argv[3], argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "hold")) {
 		ret = open_ng(argv[3]);
 		return ret ? ret : hold(atoi(argv[2]));
@@ -1781,10 +1862,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "userq-check: %s: %s\n", blk_path, strerror(errno));
 		return EXIT_FAIL;
 	}
-	if (ioctl(blk_fd, BLKSSZGET, &bs) || bs != LBA) {
-		fprintf(stderr, "userq-check: %s: want %d-byte LBAs\n", blk_path, LBA);
+	if (ioctl(blk_fd, BLKSSZGET, &bs) || (bs != 512 && bs != 4096)) {
+		fprintf(stderr, "userq-check: %s: want 512- or 4096-byte LBAs\n",
+			blk_path);
 		return EXIT_FAIL;
 	}
+	lba = bs;
 
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		bool run = !nonly;
