@@ -1652,6 +1652,9 @@ static int open_ng(const char *path)
 {
 	unsigned int inst, ns;
 	const char *base = strrchr(path, '/');
+	struct nvme_passthru_cmd id;
+	uint8_t idns[4096];
+	unsigned int fmt, lbads;
 
 	ng_fd = open(path, O_RDWR);
 	if (ng_fd < 0) {
@@ -1674,6 +1677,26 @@ static int open_ng(const char *path)
 		       sysdir);
 		return EXIT_SKIP;
 	}
+	/* the namespace's LBA size, from Identify Namespace (main() checks
+	 * it against the block device again) */
+	memset(&id, 0, sizeof(id));
+	id.opcode = 0x06;	/* Identify, CNS 0: the namespace */
+	id.nsid = nsid;
+	id.addr = (uintptr_t)idns;
+	id.data_len = sizeof(idns);
+	if (ioctl(ng_fd, NVME_IOCTL_ADMIN_CMD, &id)) {
+		fprintf(stderr, "userq-check: %s: Identify Namespace failed\n", path);
+		return EXIT_FAIL;
+	}
+	/* FLBAS: format index bits 3:0 and 6:5; LBADS: byte 2 of its LBAF */
+	fmt = (idns[26] & 0xf) | ((idns[26] >> 5) & 3) << 4;
+	lbads = idns[128 + 4 * fmt + 2];
+	if (lbads != 9 && lbads != 12) {
+		fprintf(stderr, "userq-check: %s: LBA size 2^%u, want 512 or 4096\n",
+			path, lbads);
+		return EXIT_FAIL;
+	}
+	lba = 1U << lbads;
 	return EXIT_PASS;
 }
 
@@ -1687,7 +1710,7 @@ static int head(const char *ng, const char *blk)
 	const uint32_t len = 64 << 10;
 	char *wbuf = xalloc(len), *rbuf = xalloc(len), *bbuf = xalloc(len);
 	struct io_uring ring;
-	int ret, fd;
+	int ret, fd, bs;
 
 	ng_fd = open(ng, O_RDWR);
 	fd = open(blk, O_RDONLY | O_DIRECT);
@@ -1697,10 +1720,12 @@ static int head(const char *ng, const char *blk)
 		return EXIT_FAIL;
 	}
 	nsid = ioctl(ng_fd, NVME_IOCTL_ID);
-	if ((int)nsid <= 0 || ring_setup(&ring, true)) {
-		fprintf(stderr, "userq-check: %s: no nsid or no ring\n", ng);
+	if ((int)nsid <= 0 || ioctl(fd, BLKSSZGET, &bs) ||
+	    ring_setup(&ring, true)) {
+		fprintf(stderr, "userq-check: %s: no nsid, LBA size or ring\n", ng);
 		return EXIT_FAIL;
 	}
+	lba = bs;
 	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
 	printf("head attach: %s\n", ret ? strerror(-ret) : "attached");
 	fill(wbuf, len, 0x5eed);
@@ -1731,7 +1756,7 @@ static int head(const char *ng, const char *blk)
 static int cross(const char *ng_a, const char *ng_b, const char *blk_b)
 {
 	char sys_b[192], *buf = xalloc(2 * 4096), *chk = xalloc(4096);
-	unsigned int nsid_b;
+	unsigned int nsid_b, lba_b;
 	long cmds_a, cmds_b;
 	struct io_uring ring;
 	int ret, fd_b, fd_a, bs;
@@ -1742,6 +1767,7 @@ static int cross(const char *ng_a, const char *ng_b, const char *blk_b)
 		return ret;
 	fd_b = ng_fd;
 	nsid_b = nsid;
+	lba_b = lba;
 	snprintf(sys_b, sizeof(sys_b), "%s/user_queue_cmds", sysdir);
 	ret = open_ng(ng_a);
 	if (ret)
@@ -1749,11 +1775,12 @@ static int cross(const char *ng_a, const char *ng_b, const char *blk_b)
 	fd_a = ng_fd;
 	blk_path = blk_b;
 	blk_fd = open(blk_b, O_RDWR | O_DIRECT);
-	if (blk_fd < 0 || ioctl(blk_fd, BLKSSZGET, &bs) || bs > 4096) {
-		fprintf(stderr, "userq-check: %s: cannot use it\n", blk_b);
+	if (blk_fd < 0 || ioctl(blk_fd, BLKSSZGET, &bs) || (unsigned int)bs != lba_b) {
+		fprintf(stderr, "userq-check: %s: not the block device of %s\n",
+			blk_b, ng_b);
 		return EXIT_FAIL;
 	}
-	lba = bs;
+	lba = lba_b;
 	if (ring_setup(&ring, true) ||
 	    uq_op(&ring, fd_a, NVME_URING_CMD_UQ_ATTACH, false)) {
 		fprintf(stderr, "userq-check: cross: attach on %s failed\n", ng_a);
@@ -1862,12 +1889,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "userq-check: %s: %s\n", blk_path, strerror(errno));
 		return EXIT_FAIL;
 	}
-	if (ioctl(blk_fd, BLKSSZGET, &bs) || (bs != 512 && bs != 4096)) {
-		fprintf(stderr, "userq-check: %s: want 512- or 4096-byte LBAs\n",
-			blk_path);
+	if (ioctl(blk_fd, BLKSSZGET, &bs) || (unsigned int)bs != lba) {
+		fprintf(stderr, "userq-check: %s: its LBA size is not %s's (%u)\n",
+			blk_path, ng_path, lba);
 		return EXIT_FAIL;
 	}
-	lba = bs;
 
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		bool run = !nonly;
