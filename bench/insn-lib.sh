@@ -9,6 +9,8 @@
 # for setup.txt); it may define insn_check CASE VARIANT NAME IOS (called
 # after each run; non-zero fails it), insn_before (before each run) and
 # insn_settle (between runs). INSN_CPU, when set, pins iobench to that CPU.
+# An insn_check that reads a kernel counter of the feature's path hands it
+# to insn_path_check.
 #
 # Every run is bracketed by two marks (`sync -f`, which enters
 # __x64_sys_syncfs, the plugin's mark), and is done twice, for -r SEC
@@ -163,4 +165,20 @@ insn_main() {
 	*) host=$insn_out ;;
 	esac
 	echo "$INSN_NAME: $insn_marks marks; run: python3 bench/insn.py $host"
+}
+
+# insn_path_check VARIANT NAME IOS COUNT WHAT: for insn_check, what
+# bench_path_check (bench/run) is for make bench: COUNT, how many I/Os a
+# kernel counter saw take the feature's path (WHAT names them), must cover
+# every one of the feature variant's IOS and be 0 for the baseline's, or a
+# silent fallback would measure one path twice.
+insn_path_check() {
+	if [ "$1" = "${INSN_VARIANTS[1]}" ] && [ "$4" -lt "$3" ]; then
+		echo "$INSN_NAME: $2: only $4 of $3 $5" >&2
+		return 1
+	fi
+	if [ "$1" = "${INSN_VARIANTS[0]}" ] && [ "$4" != 0 ]; then
+		echo "$INSN_NAME: $2: $4 $1 $5" >&2
+		return 1
+	fi
 }

@@ -51,13 +51,8 @@ insn_before() {
 	gd_before=$(get_data "$2")
 }
 insn_check() {
-	local n=$(($(get_data "$2") - gd_before))
-	case $2 in
-	gd) [ "$n" -ge "$4" ] ||
-		{ echo "$INSN_NAME: $3: $n NEED_GET_DATA for $4 writes" >&2; return 1; } ;;
-	default) [ "$n" = 0 ] ||
-		{ echo "$INSN_NAME: $3: $n NEED_GET_DATA in the default mode" >&2; return 1; } ;;
-	esac
+	insn_path_check "$2" "$3" "$4" $(($(get_data "$2") - gd_before)) \
+		"writes with a NEED_GET_DATA round trip"
 }
 
 INSN_CPU=1

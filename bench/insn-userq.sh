@@ -39,13 +39,8 @@ insn_before() {
 
 # -k1 is advisory in iobench: a silent fallback would measure -k0 twice.
 insn_check() {
-	cmds=$(($(cat "$sysfs/user_queue_cmds") - cmds))
-	case $2 in
-	k1) [ "$cmds" -ge "$4" ] ||
-		{ echo "$INSN_NAME: $3: only $cmds of $4 IOs completed on a user queue" >&2; return 1; } ;;
-	k0) [ "$cmds" = 0 ] ||
-		{ echo "$INSN_NAME: $3: $cmds -k0 IOs completed on a user queue" >&2; return 1; } ;;
-	esac
+	insn_path_check "$2" "$3" "$4" $(($(cat "$sysfs/user_queue_cmds") - cmds)) \
+		"IOs completed on a user queue"
 }
 
 # The ring's exit detaches its user queue from a workqueue; let that

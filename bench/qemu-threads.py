@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """CPU time of each QEMU thread, per phase a guest names in a file.
 
-    python3 bench/qemu-threads.py OUTDIR
+    python3 bench/qemu-threads.py OUTDIR NAME
 
-Waits for the guest's QEMU (named with -name ...,debug-threads=on, as
-vm/run starts it), then every 0.25 s reads OUTDIR/phase (written by the
+Waits for the QEMU of `vm/run -n NAME` (found by its console log,
+results/vm/NAME/console.log, and the -name ...,debug-threads=on vm/run
+gives it), then every 0.25 s reads OUTDIR/phase (written by the
 guest through results/) and adds each thread's CPU time since the last
 sample to the phase. Ends when the phase is "end" or QEMU exits. With
 OUTDIR/runs.txt ("RUN PHASE IOPS" lines, from the guest), writes
@@ -23,7 +24,8 @@ import time
 TICK = os.sysconf('SC_CLK_TCK')
 
 
-def find_qemu(timeout=120):
+def find_qemu(name, timeout=120):
+    console = f'/vm/{name}/console.log'.encode()
     end = time.time() + timeout
     while time.time() < end:
         for p in os.listdir('/proc'):
@@ -34,10 +36,11 @@ def find_qemu(timeout=120):
             except OSError:
                 continue
             if cmd and cmd[0].endswith(b'qemu-system-x86_64') and \
-                    b'fastpath,debug-threads=on' in cmd:
+                    b'fastpath,debug-threads=on' in cmd and \
+                    any(a.endswith(console) for a in cmd):
                 return p
         time.sleep(0.2)
-    sys.exit('qemu-threads: no QEMU started by vm/run within 120 s')
+    sys.exit(f'qemu-threads: no QEMU of vm/run -n {name} within 120 s')
 
 
 def sample(pid):
@@ -63,8 +66,8 @@ def kind(name):
 
 
 def main():
-    out = sys.argv[1]
-    pid = find_qemu()
+    out, name = sys.argv[1], sys.argv[2]
+    pid = find_qemu(name)
     # phase -> segment index -> thread kind -> CPU seconds; wall per segment
     cpu = collections.defaultdict(lambda: collections.defaultdict(float))
     wall = collections.defaultdict(float)

@@ -48,7 +48,7 @@ out=$RESULTS/userq-stall
 mkdir -p "$out"
 rm -f "$out"/*
 echo boot > "$out/phase"
-python3 "$REPO/bench/qemu-threads.py" "$out" &
+python3 "$REPO/bench/qemu-threads.py" "$out" userq-stall &
 sampler=$!
 rc=0
 vm/run -k perf -p bench -t 900 -n userq-stall -- bench/userq-stall.sh --guest || rc=$?
