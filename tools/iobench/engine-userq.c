@@ -3,13 +3,14 @@
  * iobench engine: -k1, NVMe passthrough on a user queue.
  *
  * A user queue is an interrupt-less NVMe queue pair that the PCI driver
- * reserves (nvme.user_queues=N) and lends to one IOPOLL io_uring ring at a
- * time. ring_init attaches one to every ring with
- * NVME_URING_CMD_UQ_ATTACH; every Read and Write then asks for it with
- * IORING_URING_CMD_USER_QUEUE. Everything else (Identify, the command
- * itself, judging its result) is engine-nvme.c's.
+ * reserves (sysfs user_queues_wanted, or nvme.user_queues=N at boot) and
+ * lends to one IOPOLL io_uring ring at a time. ring_init attaches one to
+ * every ring with NVME_URING_CMD_UQ_ATTACH; every Read and Write then asks
+ * for it by going as NVME_URING_CMD_IO_UQ instead of NVME_URING_CMD_IO.
+ * Everything else (Identify, the command itself, judging its result) is
+ * engine-nvme.c's.
  *
- * The flag is advisory: a command the direct path does not take goes the
+ * The request is advisory: a command the direct path does not take goes the
  * normal passthrough path and still completes correctly, so results are
  * checked exactly as engine-nvme.c checks them, and the setup echo says
  * when no command of the run can use the queue. Closing the ring detaches
@@ -22,11 +23,11 @@
 #include "iobench.h"
 
 /* Tools may be built against headers that predate user queues. */
-#ifndef IORING_URING_CMD_USER_QUEUE
-#define IORING_URING_CMD_USER_QUEUE	(1U << 8)
-#endif
 #ifndef NVME_URING_CMD_UQ_ATTACH
 #define NVME_URING_CMD_UQ_ATTACH	_IO('N', 0x90)
+#endif
+#ifndef NVME_URING_CMD_IO_UQ
+#define NVME_URING_CMD_IO_UQ	_IOWR('N', 0x92, struct nvme_uring_cmd)
 #endif
 
 /* The largest command the direct path takes; bigger ones go the normal way. */
@@ -39,9 +40,9 @@ static const char *attach_hint(int err)
 	case EPERM:
 		return "attaching a user queue needs CAP_SYS_ADMIN, run as root";
 	case EBUSY:
-		return "all user queues of the controller are taken; boot with a larger nvme.user_queues or use fewer threads (-n)";
+		return "all user queues of the controller are taken; raise its user_queues_wanted in sysfs and reset it, or use fewer threads (-n)";
 	case EOPNOTSUPP:
-		return "the controller has no user queues; boot with nvme.user_queues=N (NVMe PCI only)";
+		return "the controller has no user queues; write N to /sys/class/nvme/nvmeX/user_queues_wanted and reset the controller, or boot with nvme.user_queues=N (NVMe PCI only)";
 	case EEXIST:
 		return "this ring already has a user queue (one per ring: each thread must drive one device)";
 	case ENOTTY:
@@ -98,7 +99,9 @@ static void userq_prep(const struct dev *d, struct io_uring_sqe *sqe,
 		       const struct io_req *io)
 {
 	nvme_prep(d, sqe, io);
-	sqe->uring_cmd_flags |= IORING_URING_CMD_USER_QUEUE;
+	/* vectored commands have no user-queue form: the normal path */
+	if (sqe->cmd_op == NVME_URING_CMD_IO)
+		sqe->cmd_op = NVME_URING_CMD_IO_UQ;
 }
 
 const struct engine_ops engine_userq = {

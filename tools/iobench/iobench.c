@@ -164,7 +164,7 @@ static const struct opt_desc opt_table[] = {
 	    "Registered ring fd (io_uring_register_ring_fd)"),
 	OPT('u', NULL, passthru, 0, 1, "passthrough", "Passthrough (URING_CMD) on a char device"),
 	OPT('k', NULL, userq, 0, 1, "user_queue",
-	    "NVMe user queue on each ring (needs -u1 -p1, nvme.user_queues=N)"),
+	    "NVMe user queue on each ring (needs -u1 -p1, user queues on the controller)"),
 	OPT('V', NULL, vectored, 0, 1, "vectored",
 	    "Vectored IO (readv/writev, vectored passthrough)"),
 	OPT('w', NULL, wpct, 0, 100, "write_pct", "Write percentage (overwrites data! the pattern only with -v)"),

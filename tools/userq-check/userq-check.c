@@ -21,8 +21,8 @@
  *                                           its timeout); then its result
  *   userq-check head NG BLOCKDEV            a multipath head's char device:
  *                                           attach refused (EOPNOTSUPP),
- *                                           commands flagged for the user
- *                                           queue take the normal path
+ *                                           NVME_URING_CMD_IO_UQ commands
+ *                                           take the normal path
  *
  * NG is the namespace's generic char device (/dev/ngXnY), BLOCKDEV its
  * block device. One line per case: "CASE: ok" or "CASE: FAIL: why". The
@@ -52,12 +52,12 @@
 
 #include "tool.h"
 
-#ifndef IORING_URING_CMD_USER_QUEUE
-#define IORING_URING_CMD_USER_QUEUE	(1U << 8)
-#endif
 #ifndef NVME_URING_CMD_UQ_ATTACH
 #define NVME_URING_CMD_UQ_ATTACH	_IO('N', 0x90)
 #define NVME_URING_CMD_UQ_DETACH	_IO('N', 0x91)
+#endif
+#ifndef NVME_URING_CMD_IO_UQ
+#define NVME_URING_CMD_IO_UQ	_IOWR('N', 0x92, struct nvme_uring_cmd)
 #endif
 
 #define NVME_CMD_WRITE	0x01
@@ -193,14 +193,17 @@ static int uq_op(struct io_uring *ring, int fd, unsigned int op, bool fixed)
 }
 
 /*
- * Queue one NVMe Read or Write of @len bytes at byte @off: with the user
- * queue flag if @uq, a registered buffer if @buf_index >= 0.
+ * Queue one NVMe Read or Write of @len bytes at byte @off: for the ring's
+ * user queue (NVME_URING_CMD_IO_UQ) if @uq, a registered buffer if
+ * @buf_index >= 0.
  */
 static struct io_uring_sqe *queue_io(struct io_uring *ring, bool write,
 				     uint64_t off, void *buf, uint32_t len,
 				     bool uq, int buf_index, uint64_t ud)
 {
-	struct io_uring_sqe *sqe = uring_cmd_sqe(ring, ng_fd, NVME_URING_CMD_IO);
+	struct io_uring_sqe *sqe = uring_cmd_sqe(ring, ng_fd, uq ?
+						 NVME_URING_CMD_IO_UQ :
+						 NVME_URING_CMD_IO);
 	struct nvme_uring_cmd *cmd = (struct nvme_uring_cmd *)sqe->cmd;
 	uint64_t slba = off / lba;
 
@@ -211,8 +214,6 @@ static struct io_uring_sqe *queue_io(struct io_uring *ring, bool write,
 	cmd->cdw12 = len / lba - 1;
 	cmd->addr = (uintptr_t)buf;
 	cmd->data_len = len;
-	if (uq)
-		sqe->uring_cmd_flags |= IORING_URING_CMD_USER_QUEUE;
 	if (buf_index >= 0) {
 		sqe->uring_cmd_flags |= IORING_URING_CMD_FIXED;
 		sqe->buf_index = buf_index;
@@ -362,6 +363,8 @@ static const char *const reserved_fields[] = {
 
 static bool case_reserved(void)
 {
+	static char fixed_buf[4096] __attribute__((aligned(4096)));
+	struct iovec fixed_iov = { fixed_buf, sizeof(fixed_buf) };
 	bool ok = true, detach;
 	unsigned int i;
 	int ret;
@@ -386,7 +389,18 @@ static bool case_reserved(void)
 		case 0: ((struct nvme_uring_cmd *)sqe->cmd)->cdw10 = 1; break;
 		/* past struct nvme_uring_cmd: the command area is 80 bytes */
 		case 1: sqe->cmd[80 - 1] = 1; break;
-		case 2: sqe->uring_cmd_flags = IORING_URING_CMD_USER_QUEUE; break;
+		/*
+		 * IORING_URING_CMD_FIXED is the one uring_cmd flag io_uring
+		 * passes on (it refuses the others itself), and only with a
+		 * registered buffer at buf_index (-EFAULT otherwise).
+		 */
+		case 2:
+			if (io_uring_register_buffers(&ring, &fixed_iov, 1)) {
+				io_uring_queue_exit(&ring);
+				return fail("buffer registration failed");
+			}
+			sqe->uring_cmd_flags = IORING_URING_CMD_FIXED;
+			break;
 		case 3: sqe->addr = 4096; break;
 		case 4: sqe->len = 1; break;
 		case 5: sqe->buf_index = 1; break;
@@ -442,7 +456,7 @@ static bool case_unprivileged(void)
 
 /*
  * What the child of case_handed_on() got, in the order it tried: a Read on
- * the queue, a Write through a read-only fd with the flag and without, a
+ * the queue, a Write through a read-only fd as NVME_URING_CMD_IO_UQ and as NVME_URING_CMD_IO, a
  * detach.
  */
 struct handed_on {
@@ -524,7 +538,7 @@ static bool case_handed_on(void)
 	else if (got.read)
 		fail("unprivileged Read on a handed-on ring: %d, want 0", got.read);
 	else if (got.write_uq != -EACCES || got.write != -EACCES)
-		fail("unprivileged Write through a read-only fd: %d with the flag, %d without, want -EACCES",
+		fail("unprivileged Write through a read-only fd: %d as IO_UQ, %d as IO, want -EACCES",
 		     got.write_uq, got.write);
 	else if (got.detach)
 		fail("unprivileged detach of a handed-on queue: %d, want 0",
@@ -594,7 +608,7 @@ static bool case_exhaust(void)
 	return ok;
 }
 
-static bool case_no_queue_flag(void)
+static bool case_no_queue(void)
 {
 	long cmds = sysfs_num("user_queue_cmds");
 	void *w = xalloc(65536), *r = xalloc(65536);
@@ -612,7 +626,7 @@ static bool case_no_queue_flag(void)
 		ret = do_io(&ring, false, 1 << 20, r, 65536, true, -1);
 	io_uring_queue_exit(&ring);
 	if (ret)
-		fail("I/O with the flag and no queue attached: %d", ret);
+		fail("NVME_URING_CMD_IO_UQ with no queue attached: %d", ret);
 	else if (memcmp(w, r, 65536))
 		fail("data read back differs");
 	else if (sysfs_num("user_queue_cmds") != cmds)
@@ -739,13 +753,13 @@ static bool case_fallback(void)
 	cmd->data_len = 1;
 	ret = wait_one(&ring, NULL);
 	if (ret) {
-		fail("vectored write with the flag: %d", ret);
+		fail("vectored write on a ring holding a queue: %d", ret);
 		goto out;
 	}
 	/* a buffer 2 bytes past a dword boundary */
 	ret = do_io(&ring, false, 6 << 20, buf + 4098, 65536, true, -1);
 	if (ret) {
-		fail("read into a misaligned buffer with the flag: %d", ret);
+		fail("NVME_URING_CMD_IO_UQ read into a misaligned buffer: %d", ret);
 		goto out;
 	}
 	if (pread(blk_fd, chk, 65536, 6 << 20) != 65536 ||
@@ -763,9 +777,9 @@ out:
 }
 
 /*
- * The flag never changes a command's outcome: each command below is sent
- * once with it and once without, on a ring with a queue attached, and both
- * must end alike. Those the queue does not take (the documentation's list)
+ * NVME_URING_CMD_IO_UQ never changes a command's outcome: each command
+ * below is sent once with it and once as NVME_URING_CMD_IO, on a ring with
+ * a queue attached, and both must end alike. Those the queue does not take (the documentation's list)
  * must leave user_queue_cmds as it was; a Flush goes on the queue.
  */
 struct same_cmd {
@@ -822,7 +836,7 @@ static int same_one(struct io_uring *ring, const struct same_cmd *c, void *buf,
 	if (c->async)
 		sqe->flags |= IOSQE_ASYNC;
 	if (uq)
-		sqe->uring_cmd_flags |= IORING_URING_CMD_USER_QUEUE;
+		sqe->cmd_op = NVME_URING_CMD_IO_UQ;
 	return wait_one(ring, NULL);
 }
 
@@ -847,7 +861,7 @@ static bool case_same_result(void)
 		without = same_one(&ring, c, buf, false);
 		with = same_one(&ring, c, buf, true);
 		if (with != without)
-			ok = fail("%s: %d with the flag, %d without", c->what, with, without);
+			ok = fail("%s: %d as IO_UQ, %d as IO", c->what, with, without);
 		if (sysfs_num("user_queue_cmds") - cmds != (c->on_queue ? 1 : 0))
 			ok = fail("%s: %ld commands on the user queue, want %d", c->what,
 				  sysfs_num("user_queue_cmds") - cmds, c->on_queue ? 1 : 0);
@@ -861,7 +875,7 @@ static bool case_same_result(void)
 /*
  * More reads in flight than the queue has slots (io_queue_depth - 1, as the
  * controller's other I/O queues): those past the last slot take the normal
- * path, as the flag is advisory, and every read returns its own block.
+ * path, as NVME_URING_CMD_IO_UQ is advisory, and every read returns its own block.
  */
 static bool case_full_queue(void)
 {
@@ -1052,7 +1066,7 @@ static bool case_detach_inflight(void)
 		fail("queue still attached after its commands completed");
 		goto out;
 	}
-	/* Detached: the flag no longer finds a queue. */
+	/* Detached: NVME_URING_CMD_IO_UQ no longer finds a queue. */
 	cmds = sysfs_num("user_queue_cmds");
 	ret = do_io(&ring, false, 0, buf, 4096, true, -1);
 	ok = (!ret && sysfs_num("user_queue_cmds") == cmds) ||
@@ -1161,7 +1175,7 @@ static bool case_inject(void)
 	cmds = sysfs_num("user_queue_cmds");
 	uq_ret = do_io(&ring, false, 6 << 20, r, 4096, true, -1);
 	if (sysfs_num("user_queue_cmds") != cmds + 1) {
-		fail("the read with the flag did not go on the user queue");
+		fail("the IO_UQ read did not go on the user queue");
 		goto out;
 	}
 	normal_ret = do_io(&ring, false, 6 << 20, r, 4096, false, -1);
@@ -1310,9 +1324,9 @@ static const struct ucase cases[] = {
 	{ "unprivileged", case_unprivileged, "attach without CAP_SYS_ADMIN (-EPERM)" },
 	{ "handed-on", case_handed_on, "a ring root attached, used without privileges: Read on the queue, Write through a read-only fd -EACCES, detach" },
 	{ "exhaust", case_exhaust, "one ring more than there are queues (-EBUSY), one attaching twice then (-EEXIST)" },
-	{ "no-queue-flag", case_no_queue_flag, "the flag on a ring with no queue: normal path" },
+	{ "no-queue", case_no_queue, "NVME_URING_CMD_IO_UQ on a ring with no queue: normal path" },
 	{ "xfer", case_xfer, "data both ways vs the block device, plain and registered buffers" },
-	{ "fallback", case_fallback, "vectored and misaligned commands with the flag: normal path" },
+	{ "fallback", case_fallback, "vectored (NVME_URING_CMD_IO_VEC) and misaligned commands: normal path" },
 	{ "same-result", case_same_result, "wrong NSID, data_len mismatch, IOSQE_ASYNC, Write Zeroes, Compare, DSM, Flush: the same result with the flag and without" },
 	{ "full-queue", case_full_queue, "io_queue_depth + 64 reads in flight at once: the ones past the last slot take the normal path, data right" },
 	{ "device-error", case_device_error, "an NVMe error status comes back in the CQE" },
@@ -1632,6 +1646,29 @@ static int hold(int secs)
 	return EXIT_PASS;
 }
 
+/*
+ * try-attach NG: one attach on a fresh ring, whatever the controller's
+ * user queue count, and its result ("attach: -95"); then the ring ends.
+ */
+static int try_attach(const char *path)
+{
+	struct io_uring ring;
+	int ret;
+
+	ng_fd = open(path, O_RDWR);
+	if (ng_fd < 0) {
+		fprintf(stderr, "userq-check: %s: %s\n", path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (ring_setup(&ring, true))
+		return EXIT_FAIL;
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	printf("attach: %d\n", ret);
+	io_uring_queue_exit(&ring);
+	close(ng_fd);
+	return EXIT_PASS;
+}
+
 /* ---- main ----------------------------------------------------------- */
 
 static void usage(void)
@@ -1643,6 +1680,7 @@ static void usage(void)
 		"       userq-check head /dev/ngXnY /dev/nvmeXnY   (a multipath head)\n"
 		"       userq-check cross /dev/ngAnY /dev/ngBnZ /dev/nvmeBnZ   (two controllers)\n"
 		"       userq-check hold SECONDS /dev/ngXnY\n"
+		"       userq-check try-attach /dev/ngXnY   (prints the attach's result)\n"
 		"       userq-check -l\n");
 	exit(EXIT_USAGE);
 }
@@ -1673,7 +1711,7 @@ static int open_ng(const char *path)
 		return EXIT_FAIL;
 	}
 	if (sysfs_num("user_queues") <= 0) {
-		printf("userq-check: %s has no user queues (boot with nvme.user_queues=N)\n",
+		printf("userq-check: %s has no user queues (write N to its user_queues_wanted and reset it, or boot with nvme.user_queues=N)\n",
 		       sysdir);
 		return EXIT_SKIP;
 	}
@@ -1733,14 +1771,14 @@ static int head(const char *ng, const char *blk)
 	if (!ret)
 		ret = do_io(&ring, false, 1 << 20, rbuf, len, true, -1);
 	if (ret) {
-		printf("head write/read flagged for the user queue: %d\n", ret);
+		printf("head write/read as NVME_URING_CMD_IO_UQ: %d\n", ret);
 		return EXIT_FAIL;
 	}
 	if (pread(fd, bbuf, len, 1 << 20) != (ssize_t)len) {
 		fprintf(stderr, "userq-check: %s: read failed\n", blk);
 		return EXIT_FAIL;
 	}
-	printf("head write/read flagged for the user queue: %s\n",
+	printf("head write/read as NVME_URING_CMD_IO_UQ: %s\n",
 	       memcmp(wbuf, rbuf, len) || memcmp(wbuf, bbuf, len) ?
 	       "data differs" : "ok");
 	io_uring_queue_exit(&ring);
@@ -1749,7 +1787,7 @@ static int head(const char *ng, const char *blk)
 
 /*
  * userq-check cross NG_A NG_B BLK_B: a ring holds a user queue of
- * controller A; its flagged commands on a namespace of controller B (B's
+ * controller A; its NVME_URING_CMD_IO_UQ commands on a namespace of controller B (B's
  * own queues are in its own pool) take the normal path: neither
  * controller's user_queue_cmds moves, and the data lands on B.
  */
@@ -1800,12 +1838,12 @@ static int cross(const char *ng_a, const char *ng_b, const char *blk_b)
 	}
 	ok = false;
 	if (ret)
-		fail("flagged I/O on %s with a queue of %s: %d", ng_b, ng_a, ret);
+		fail("IO_UQ I/O on %s with a queue of %s: %d", ng_b, ng_a, ret);
 	else if (memcmp(buf, chk, 4096))
-		fail("a flagged read on %s returned wrong data", ng_b);
+		fail("an IO_UQ read on %s returned wrong data", ng_b);
 	else if (pread(blk_fd, buf, 4096, 5 << 20) != 4096 ||
 		 memcmp(buf, chk, 4096))
-		fail("a flagged write on %s did not land there", ng_b);
+		fail("an IO_UQ write on %s did not land there", ng_b);
 	else if (sysfs_num("user_queue_cmds") != cmds_a)
 		fail("a command on %s went on a user queue of %s", ng_b, ng_a);
 	else if (sysfs_read_num(sys_b) != cmds_b)
@@ -1826,6 +1864,8 @@ int main(int argc, char **argv)
 	unsigned int nonly = 0, i, j;
 	int opt, ret, bs, status = EXIT_PASS;
 
+	if (argc == 3 && !strcmp(argv[1], "try-attach"))
+		return try_attach(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "head"))
 		return head(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "cross"))
