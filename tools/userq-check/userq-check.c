@@ -249,9 +249,42 @@ static void fill(void *buf, size_t len, uint32_t seed)
 
 /* ---- the cases ---------------------------------------------------- */
 
+/*
+ * The ring's fdinfo: the attachment's line and its controller ("nvmeX",
+ * the last component of sysdir) when @want, no attachment line otherwise.
+ * Returns NULL when it says what it should, else what is wrong.
+ */
+static const char *fdinfo_check(struct io_uring *ring, bool want)
+{
+	char path[64], line[256], want_ctrl[64];
+	bool att = false, ctrl = false, live = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring->ring_fd);
+	snprintf(want_ctrl, sizeof(want_ctrl), "  Controller:\t%s\n",
+		 strrchr(sysdir, '/') + 1);
+	f = fopen(path, "r");
+	if (!f)
+		return "no fdinfo for the ring";
+	while (fgets(line, sizeof(line), f)) {
+		att |= !strcmp(line, "CmdAttachment:\tnvme-user-queue\n");
+		ctrl |= !strcmp(line, want_ctrl);
+		live |= !strcmp(line, "  Live:\t1\n");
+	}
+	fclose(f);
+	if (!want)
+		return att ? "fdinfo shows an attachment after the detach" : NULL;
+	if (!att)
+		return "fdinfo has no \"CmdAttachment:\tnvme-user-queue\" line";
+	if (!ctrl || !live)
+		return "fdinfo does not name the live queue's controller";
+	return NULL;
+}
+
 static bool case_attach(void)
 {
 	long base = sysfs_num("user_queues_attached");
+	const char *why_fdinfo;
 	struct io_uring ring;
 	bool ok = false;
 	int ret;
@@ -267,6 +300,11 @@ static bool case_attach(void)
 		fail("user_queues_attached did not count the attach");
 		goto out;
 	}
+	why_fdinfo = fdinfo_check(&ring, true);
+	if (why_fdinfo) {
+		fail("%s", why_fdinfo);
+		goto out;
+	}
 	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
 	if (ret != -EEXIST) {
 		fail("second attach on the same ring: %d, want -EEXIST", ret);
@@ -280,6 +318,11 @@ static bool case_attach(void)
 	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_DETACH, false);
 	if (ret != -ENOENT) {
 		fail("second detach: %d, want -ENOENT", ret);
+		goto out;
+	}
+	why_fdinfo = fdinfo_check(&ring, false);
+	if (why_fdinfo) {
+		fail("%s", why_fdinfo);
 		goto out;
 	}
 	ok = sysfs_num("user_queues_attached") == base ||
@@ -1316,7 +1359,7 @@ struct ucase {
 };
 
 static const struct ucase cases[] = {
-	{ "attach", case_attach, "attach, attach again (-EEXIST), detach, detach again (-ENOENT)" },
+	{ "attach", case_attach, "attach (shown in the ring's fdinfo), attach again (-EEXIST), detach, detach again (-ENOENT)" },
 	{ "not-iopoll", case_not_iopoll, "attach on a ring without IOPOLL, or without SQE128/CQE32 (-EINVAL)" },
 	{ "not-nvme", case_not_nvme, "attach on /dev/null and on the block device" },
 	{ "bad-index", case_bad_index, "attach with a fixed-file index out of range (-EBADF)" },
