@@ -39,9 +39,10 @@ tools: tools-$(K)
 demo: tools-perf
 	@scripts/demo.sh
 
-# QUICK=1 runs only the quick tests; TIMEOUT=S how long timed tests run.
+# QUICK=1 runs only the quick tests; TIMEOUT=S how long timed tests run;
+# TRACE=1 traces each test (scripts/trace-gaps.py reads the traces).
 test: tools-debug
-	@QUICK=$(QUICK) TIMEOUT=$(TIMEOUT) scripts/test.sh $(T)
+	@QUICK=$(QUICK) TIMEOUT=$(TIMEOUT) TRACE=$(TRACE) scripts/test.sh $(T)
 
 bench: tools-perf
 	@scripts/bench.sh $(B)

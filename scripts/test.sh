@@ -7,7 +7,9 @@
 #   scripts/test.sh [group | group/NNN]...
 #
 # QUICK=1 runs only the quick tests (tests/run -q); TIMEOUT=SECONDS sets how
-# long the timed tests run (tests/run -t). make test passes both through.
+# long the timed tests run (tests/run -t); TRACE=1 traces each test's shell
+# (tests/run -X; scripts/trace-gaps.py then says where the time went).
+# make test passes all three through.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -23,6 +25,7 @@ step "test: $(sed -n 's/.*"kernel_release": "\(.*\)",/\1/p' "$out/provenance.jso
 args=()
 [ "${QUICK:-0}" = 1 ] && args+=(-q)
 [ -n "${TIMEOUT:-}" ] && args+=(-t "$TIMEOUT")
+[ "${TRACE:-0}" = 1 ] && args+=(-X)
 rc=0
 # FASTPATH_VM_NAME names the guest (results/vm/NAME), for runs beside others.
 vmname=${FASTPATH_VM_NAME:-test-$flavor}
