@@ -33,6 +33,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -1063,6 +1065,139 @@ out:
 	return ok;
 }
 
+/*
+ * Threads sharing a ring: one submits, three others only poll
+ * (io_uring_enter() with GETEVENTS, concurrently), so that the commands
+ * one task put on the queue are reaped by the polls of others, while more
+ * are submitted. Every command completes once, without error, on the
+ * queue, and the data reads back right.
+ */
+#define THREADS_POLLERS	3
+#define THREADS_ROUNDS	48
+#define THREADS_BATCH	16
+
+static volatile int threads_stop;
+
+static void *poller(void *arg)
+{
+	struct io_uring *ring = arg;
+	long ret = 0;
+
+	while (!threads_stop) {
+		ret = io_uring_enter(ring->ring_fd, 0, 1,
+				     IORING_ENTER_GETEVENTS, NULL);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN)
+			break;
+		ret = 0;
+	}
+	return (void *)ret;
+}
+
+static bool case_threads(void)
+{
+	size_t len = THREADS_BATCH * 4096;
+	char *buf = xalloc(len), *chk = xalloc(len);
+	bool seen[THREADS_BATCH], ok = false;
+	pthread_t tid[THREADS_POLLERS];
+	int i, r = 0, started = 0, bad = 0;
+	struct io_uring ring;
+	time_t deadline;
+	void *res;
+	long cmds;
+
+	threads_stop = 0;
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fail("setup or attach failed");
+		goto out;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	for (i = 0; i < THREADS_POLLERS; i++) {
+		if (pthread_create(&tid[i], NULL, poller, &ring))
+			break;
+		started++;
+	}
+	if (started < THREADS_POLLERS) {
+		fail("pthread_create failed");
+		goto stop;
+	}
+	for (r = 0; r < THREADS_ROUNDS && !bad; r++) {
+		int got = 0;
+
+		fill(buf, len, 1000 + r);
+		memset(seen, 0, sizeof(seen));
+		for (i = 0; i < THREADS_BATCH; i++)
+			queue_io(&ring, true, (6 << 20) + i * 4096,
+				 buf + i * 4096, 4096, true, -1, i);
+		if (io_uring_submit(&ring) != THREADS_BATCH) {
+			fail("round %d: submit failed", r);
+			goto stop;
+		}
+		/*
+		 * Only the pollers enter the kernel for completions (but
+		 * for the one pass io_uring_submit() makes on an IOPOLL
+		 * ring): the CQ ring is read directly, as io_uring_peek_cqe()
+		 * would enter to poll when it is empty. 30 s without a CQE
+		 * is a command lost, or polls that reap only for the task
+		 * that submitted.
+		 */
+		deadline = time(NULL) + 30;
+		while (got < THREADS_BATCH && !bad) {
+			struct io_uring_cqe *cqe;
+
+			if (!io_uring_cq_ready(&ring) ||
+			    io_uring_peek_cqe(&ring, &cqe)) {
+				if (time(NULL) > deadline) {
+					fail("round %d: %d of %d writes not completed in 30 s",
+					     r, THREADS_BATCH - got, THREADS_BATCH);
+					bad = 1;
+				}
+				sched_yield();
+				continue;
+			}
+			if (cqe->user_data >= THREADS_BATCH ||
+			    seen[cqe->user_data]) {
+				fail("round %d: CQE %llu unknown or seen twice",
+				     r, (unsigned long long)cqe->user_data);
+				bad = 1;
+			} else if (cqe->res) {
+				fail("round %d: write %llu: %d", r,
+				     (unsigned long long)cqe->user_data,
+				     cqe->res);
+				bad = 1;
+			} else {
+				seen[cqe->user_data] = true;
+			}
+			io_uring_cqe_seen(&ring, cqe);
+			got++;
+		}
+	}
+stop:
+	threads_stop = 1;
+	for (i = 0; i < started; i++) {
+		pthread_join(tid[i], &res);
+		if (res && !bad) {
+			fail("a poller's io_uring_enter(): %ld", (long)res);
+			bad = 1;
+		}
+	}
+	if (bad || started < THREADS_POLLERS || r < THREADS_ROUNDS)
+		goto out;
+	if (pread(blk_fd, chk, len, 6 << 20) != (ssize_t)len ||
+	    memcmp(chk, buf, len)) {
+		fail("the last round reads back wrong");
+		goto out;
+	}
+	ok = sysfs_num("user_queue_cmds") >=
+		cmds + THREADS_ROUNDS * THREADS_BATCH ||
+	     fail("the writes did not go on the user queue");
+out:
+	io_uring_queue_exit(&ring);
+	free(buf);
+	free(chk);
+	return ok;
+}
+
 /* Detach with commands in flight: they complete, then the queue frees. */
 static bool case_detach_inflight(void)
 {
@@ -1374,6 +1509,7 @@ static const struct ucase cases[] = {
 	{ "full-queue", case_full_queue, "io_queue_depth + 64 reads in flight at once: the ones past the last slot take the normal path, data right" },
 	{ "device-error", case_device_error, "an NVMe error status comes back in the CQE" },
 	{ "batch", case_batch, "32 writes in one submission, verified" },
+	{ "threads", case_threads, "one thread submits, three others poll the same ring: each write completes once, on the queue, data right" },
 	{ "detach-inflight", case_detach_inflight, "detach with 32 reads in flight" },
 	{ "exit-inflight", case_exit_inflight, "the ring's task exits with 63 reads in flight" },
 	{ "inject", case_inject, "an injected NVMe status (fault_inject) on both paths" },
