@@ -684,6 +684,21 @@ out:
 	return ok;
 }
 
+/*
+ * Free a ring whose queue mapped registered buffers, and wait for the queue
+ * to be back in the pool (user_queues_attached at @attached): the ring goes
+ * after io_uring_queue_exit() returns, and its buffers stay mapped for the
+ * controller until then. A later case mapping the same memory again (for a
+ * read, on the normal path) would overlap that mapping, which DMA API
+ * debugging reports; the buffers' memory is freed only after this.
+ */
+static bool ring_exit_wait(struct io_uring *ring, long attached)
+{
+	io_uring_queue_exit(ring);
+	return sysfs_wait("user_queues_attached", attached, 20) ||
+	       fail("queue still attached 20 s after the ring's exit");
+}
+
 /* Data both ways between the user queue and the block device. */
 static bool xfer_one(struct io_uring *ring, uint32_t len, int buf_index,
 		     void *buf, uint64_t off, uint32_t seed)
@@ -736,6 +751,7 @@ static bool case_xfer(void)
 		{ 8192 + 512, 0 }, { max - 4096, 2048 }, { max, 0 },
 	};
 	long cmds = sysfs_num("user_queue_cmds"), n = 0;
+	long base = sysfs_num("user_queues_attached");
 	struct io_uring ring;
 	struct iovec iov;
 	unsigned int i, fixed;
@@ -764,8 +780,179 @@ static bool case_xfer(void)
 	if (ok && sysfs_num("user_queue_cmds") < cmds + 2 * n)
 		ok = fail("the commands did not go on the user queue");
 out:
-	io_uring_queue_exit(&ring);
+	if (!ring_exit_wait(&ring, base))
+		ok = false;
 	free(iov.iov_base);
+	return ok;
+}
+
+/* A number line of the ring's fdinfo ("  MappedBufs:\t2"), or -1. */
+static long fdinfo_num(struct io_uring *ring, const char *key)
+{
+	char path[64], line[256];
+	size_t klen = strlen(key);
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring->ring_fd);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen))
+			n = strtol(line + klen, NULL, 10);
+	fclose(f);
+	return n;
+}
+
+#define MAPPED_BUF_LEN	(64 * 1024)
+
+/* Transfers at offsets of a registered buffer that cross its pages. */
+static bool mapped_xfers(struct io_uring *ring, int buf_index, char *buf,
+			 uint32_t seed)
+{
+	/* within a page, across one, two pages, a PRP list, the whole */
+	const struct { uint32_t len, boff; } x[] = {
+		{ 4096, 0 }, { 4096, 2048 }, { 8192, 4096 }, { 12288, 512 },
+		{ 32768, 8192 + 1024 }, { MAPPED_BUF_LEN, 0 },
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(x); i++) {
+		if (x[i].len % lba)
+			continue;
+		if (!xfer_one(ring, x[i].len, buf_index, buf + x[i].boff,
+			      (uint64_t)(12 + i) << 20, seed + i * 4))
+			return false;
+	}
+	return true;
+}
+
+static bool mapped_bufs_are(struct io_uring *ring, long want,
+			    const char *when)
+{
+	long n = fdinfo_num(ring, "  MappedBufs:\t");
+
+	return n == want ||
+	       fail("%s: fdinfo says %ld mapped buffers, want %ld", when, n,
+		    want);
+}
+
+#define MAP_ONCE_PARAM	"/sys/module/nvme/parameters/uq_map_once"
+
+/* Set nvme's uq_map_once; returns the value it had, or -1. */
+static long set_map_once(long mode)
+{
+	long old = sysfs_read_num(MAP_ONCE_PARAM);
+	char v[8];
+	int fd;
+
+	if (old < 0)
+		return -1;
+	snprintf(v, sizeof(v), "%ld", mode);
+	fd = open(MAP_ONCE_PARAM, O_WRONLY);
+	if (fd < 0 || write(fd, v, strlen(v)) != (ssize_t)strlen(v))
+		old = -1;
+	if (fd >= 0)
+		close(fd);
+	return old;
+}
+
+static bool mapped_bufs_run(void)
+{
+	struct iovec iov[2] = {
+		{ xalloc(MAPPED_BUF_LEN), MAPPED_BUF_LEN },
+		{ xalloc(4096), 4096 },
+	};
+	struct iovec upd = { xalloc(MAPPED_BUF_LEN), MAPPED_BUF_LEN };
+	__u64 tags[2] = { 0, 0 };
+	long cmds = sysfs_num("user_queue_cmds");
+	long base = sysfs_num("user_queues_attached");
+	struct io_uring ring;
+	bool ok = false;
+	int ret;
+
+	if (ring_setup(&ring, true) ||
+	    io_uring_register_buffers_tags(&ring, iov, tags, 2) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fail("setup, registration or attach failed");
+		goto out;
+	}
+	if (!mapped_bufs_are(&ring, 0, "after the attach") ||
+	    !mapped_xfers(&ring, 0, iov[0].iov_base, 100) ||
+	    !xfer_one(&ring, 4096, 1, iov[1].iov_base, 20 << 20, 130) ||
+	    !mapped_bufs_are(&ring, 2, "after I/O on two buffers"))
+		goto out;
+	/*
+	 * A new buffer at index 0; the old one keeps other data, which a
+	 * stale mapping would write.
+	 */
+	memset(iov[0].iov_base, 0x5a, MAPPED_BUF_LEN);
+	ret = io_uring_register_buffers_update_tag(&ring, 0, &upd, tags, 1);
+	if (ret != 1) {
+		fail("buffer update: %d", ret);
+		goto out;
+	}
+	if (!mapped_xfers(&ring, 0, upd.iov_base, 200) ||
+	    !mapped_bufs_are(&ring, 2, "after the update and I/O on the new buffer"))
+		goto out;
+	ret = io_uring_unregister_buffers(&ring);
+	if (ret) {
+		fail("unregister: %d", ret);
+		goto out;
+	}
+	if (!mapped_bufs_are(&ring, 0, "after the unregister"))
+		goto out;
+	if (io_uring_register_buffers(&ring, iov, 1) ||
+	    !mapped_xfers(&ring, 0, iov[0].iov_base, 300) ||
+	    !mapped_bufs_are(&ring, 1, "after registering again"))
+		goto out;
+	/* detach and attach again: the queue comes back with nothing mapped */
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_DETACH, false);
+	if (ret) {
+		fail("detach: %s", strerror(-ret));
+		goto out;
+	}
+	ret = uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false);
+	if (ret) {
+		fail("attach again: %s", strerror(-ret));
+		goto out;
+	}
+	if (!mapped_bufs_are(&ring, 0, "after detach and attach") ||
+	    !mapped_xfers(&ring, 0, iov[0].iov_base, 400))
+		goto out;
+	ok = sysfs_num("user_queue_cmds") >= cmds + 2 * 4 * 6 ||
+	     fail("the commands did not go on the user queue");
+out:
+	if (!ring_exit_wait(&ring, base))
+		ok = false;
+	free(iov[0].iov_base);
+	free(iov[1].iov_base);
+	free(upd.iov_base);
+	return ok;
+}
+
+/*
+ * Registered buffers mapped once for the controller: data right at every
+ * offset, and the mapping follows the buffer: an update of its index,
+ * an unregister, a detach. A mapping kept past its buffer would show in
+ * the count, or, when the new buffer's io_uring object reuses the old
+ * one's address, as the old buffer's data on the disk. Run with
+ * uq_map_once=2, so that the test kernel, with its IOMMU and DMA API
+ * debugging, maps them once too (it would not at the default, 1): the
+ * case has no command that falls back to the normal path, which is what
+ * makes mode 2 unfit for such a kernel otherwise.
+ */
+static bool case_mapped_bufs(void)
+{
+	long mode = set_map_once(2);
+	bool ok;
+
+	if (mode < 0)
+		return fail("cannot set " MAP_ONCE_PARAM);
+	ok = mapped_bufs_run();
+	if (set_map_once(mode) < 0)
+		ok = fail("cannot set " MAP_ONCE_PARAM " back to %ld", mode);
 	return ok;
 }
 
@@ -1504,6 +1691,7 @@ static const struct ucase cases[] = {
 	{ "exhaust", case_exhaust, "one ring more than there are queues (-EBUSY), one attaching twice then (-EEXIST)" },
 	{ "no-queue", case_no_queue, "NVME_URING_CMD_IO_UQ on a ring with no queue: normal path" },
 	{ "xfer", case_xfer, "data both ways vs the block device, plain and registered buffers" },
+	{ "mapped-bufs", case_mapped_bufs, "registered buffers mapped once: data at offsets across pages, through an update, an unregister, a detach (fdinfo MappedBufs)" },
 	{ "fallback", case_fallback, "vectored (NVME_URING_CMD_IO_VEC) and misaligned commands: normal path" },
 	{ "same-result", case_same_result, "wrong NSID, data_len mismatch, IOSQE_ASYNC, Write Zeroes, Compare, DSM, Flush: the same result with the flag and without" },
 	{ "full-queue", case_full_queue, "io_queue_depth + 64 reads in flight at once: the ones past the last slot take the normal path, data right" },
@@ -1539,9 +1727,17 @@ static int storm(int secs)
 	int i, ret, phase;
 	uint64_t ud;
 
+	struct iovec iov[2] = {
+		{ buf, STORM_BATCH * STORM_BS }, { rd, STORM_BATCH * STORM_BS },
+	};
+
 	signal(SIGALRM, on_alarm);
 	alarm(secs);
-	if (ring_setup(&ring, true)) {
+	/*
+	 * Registered buffers, which the queue maps once and must unmap before
+	 * a removal is over, in every other round; plain ones in the others.
+	 */
+	if (ring_setup(&ring, true) || io_uring_register_buffers(&ring, iov, 2)) {
 		fprintf(stderr, "storm: ring setup failed\n");
 		return EXIT_FAIL;
 	}
@@ -1562,7 +1758,8 @@ static int storm(int secs)
 			memset(done, 0, sizeof(done));
 			for (i = 0; i < STORM_BATCH; i++)
 				queue_io(&ring, !phase, (uint64_t)i * STORM_BS,
-					 b + i * STORM_BS, STORM_BS, true, -1, i);
+					 b + i * STORM_BS, STORM_BS, true,
+					 gen & 1 ? phase : -1, i);
 			if (io_uring_submit(&ring) != STORM_BATCH) {
 				fprintf(stderr, "storm: submit failed\n");
 				return EXIT_FAIL;
