@@ -98,6 +98,20 @@ static long sysfs_read_num(const char *path)
 	return v;
 }
 
+static bool write_attr(const char *dir, const char *attr, const char *val)
+{
+	char path[256];
+	bool ok;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, attr);
+	f = fopen(path, "w");
+	if (!f)
+		return false;
+	ok = fputs(val, f) >= 0;
+	return !fclose(f) && ok;
+}
+
 /* A number attribute of the controller, -1 when it cannot be read. */
 static long sysfs_num(const char *attr)
 {
@@ -256,16 +270,23 @@ static void fill(void *buf, size_t len, uint32_t seed)
  * the last component of sysdir) when @want, no attachment line otherwise.
  * Returns NULL when it says what it should, else what is wrong.
  */
+static FILE *ring_fdinfo(struct io_uring *ring)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring->ring_fd);
+	return fopen(path, "r");
+}
+
 static const char *fdinfo_check(struct io_uring *ring, bool want)
 {
-	char path[64], line[256], want_ctrl[64];
+	char line[256], want_ctrl[64];
 	bool att = false, ctrl = false, live = false;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring->ring_fd);
 	snprintf(want_ctrl, sizeof(want_ctrl), "  Controller:\t%s\n",
 		 strrchr(sysdir, '/') + 1);
-	f = fopen(path, "r");
+	f = ring_fdinfo(ring);
 	if (!f)
 		return "no fdinfo for the ring";
 	while (fgets(line, sizeof(line), f)) {
@@ -699,6 +720,11 @@ static bool ring_exit_wait(struct io_uring *ring, long attached)
 	       fail("queue still attached 20 s after the ring's exit");
 }
 
+/* A transfer of @len bytes from @boff bytes into the buffer. */
+struct xfer_shape {
+	uint32_t len, boff;
+};
+
 /* Data both ways between the user queue and the block device. */
 static bool xfer_one(struct io_uring *ring, uint32_t len, int buf_index,
 		     void *buf, uint64_t off, uint32_t seed)
@@ -738,6 +764,29 @@ out:
 	return ok;
 }
 
+/*
+ * xfer_one() for each shape whose length is whole LBAs, shape i at
+ * (@first_mib + i) MiB on the disk: how many ran, or -1 on a failure.
+ */
+static int xfer_shapes(struct io_uring *ring, const struct xfer_shape *x,
+		       unsigned int n, int buf_index, char *buf,
+		       unsigned int first_mib, uint32_t seed)
+{
+	unsigned int i;
+	int done = 0;
+
+	for (i = 0; i < n; i++) {
+		/* 8.5 KiB is no whole number of 4 KiB LBAs */
+		if (x[i].len % lba)
+			continue;
+		if (!xfer_one(ring, x[i].len, buf_index, buf + x[i].boff,
+			      (uint64_t)(first_mib + i) << 20, seed + i * 4))
+			return -1;
+		done++;
+	}
+	return done;
+}
+
 static bool case_xfer(void)
 {
 	/*
@@ -746,7 +795,7 @@ static bool case_xfer(void)
 	 * takes.
 	 */
 	const uint32_t max = max_xfer();
-	const struct { uint32_t len, boff; } sizes[] = {
+	const struct xfer_shape sizes[] = {
 		{ 4096, 0 }, { 8192, 0 }, { 4096, 512 }, { 65536, 0 },
 		{ 8192 + 512, 0 }, { max - 4096, 2048 }, { max, 0 },
 	};
@@ -754,7 +803,7 @@ static bool case_xfer(void)
 	long base = sysfs_num("user_queues_attached");
 	struct io_uring ring;
 	struct iovec iov;
-	unsigned int i, fixed;
+	unsigned int fixed;
 	bool ok = true;
 	int ret;
 
@@ -767,16 +816,14 @@ static bool case_xfer(void)
 		ok = fail("attach: %s", strerror(-ret));
 		goto out;
 	}
-	for (fixed = 0; fixed < 2 && ok; fixed++)
-		for (i = 0; i < ARRAY_SIZE(sizes) && ok; i++) {
-			/* 8.5 KiB is no whole number of 4 KiB LBAs */
-			if (sizes[i].len % lba)
-				continue;
-			ok = xfer_one(&ring, sizes[i].len, fixed ? 0 : -1,
-				      (char *)iov.iov_base + sizes[i].boff,
-				      (uint64_t)(2 + i) << 20, i * 4 + fixed * 2);
-			n++;
-		}
+	for (fixed = 0; fixed < 2 && ok; fixed++) {
+		int done = xfer_shapes(&ring, sizes, ARRAY_SIZE(sizes),
+				       fixed ? 0 : -1, iov.iov_base, 2,
+				       fixed * 2);
+
+		ok = done >= 0;
+		n += done;
+	}
 	if (ok && sysfs_num("user_queue_cmds") < cmds + 2 * n)
 		ok = fail("the commands did not go on the user queue");
 out:
@@ -789,13 +836,11 @@ out:
 /* A number line of the ring's fdinfo ("  MappedBufs:\t2"), or -1. */
 static long fdinfo_num(struct io_uring *ring, const char *key)
 {
-	char path[64], line[256];
+	FILE *f = ring_fdinfo(ring);
 	size_t klen = strlen(key);
+	char line[256];
 	long n = -1;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring->ring_fd);
-	f = fopen(path, "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
@@ -812,20 +857,13 @@ static bool mapped_xfers(struct io_uring *ring, int buf_index, char *buf,
 			 uint32_t seed)
 {
 	/* within a page, across one, two pages, a PRP list, the whole */
-	const struct { uint32_t len, boff; } x[] = {
+	static const struct xfer_shape x[] = {
 		{ 4096, 0 }, { 4096, 2048 }, { 8192, 4096 }, { 12288, 512 },
 		{ 32768, 8192 + 1024 }, { MAPPED_BUF_LEN, 0 },
 	};
-	unsigned int i;
 
-	for (i = 0; i < ARRAY_SIZE(x); i++) {
-		if (x[i].len % lba)
-			continue;
-		if (!xfer_one(ring, x[i].len, buf_index, buf + x[i].boff,
-			      (uint64_t)(12 + i) << 20, seed + i * 4))
-			return false;
-	}
-	return true;
+	return xfer_shapes(ring, x, ARRAY_SIZE(x), buf_index, buf, 12,
+			   seed) >= 0;
 }
 
 static bool mapped_bufs_are(struct io_uring *ring, long want,
@@ -838,24 +876,17 @@ static bool mapped_bufs_are(struct io_uring *ring, long want,
 		    want);
 }
 
-#define MAP_ONCE_PARAM	"/sys/module/nvme/parameters/uq_map_once"
+#define NVME_PARAMS	"/sys/module/nvme/parameters"
+#define MAP_ONCE_PARAM	NVME_PARAMS "/uq_map_once"
 
 /* Set nvme's uq_map_once; returns the value it had, or -1. */
 static long set_map_once(long mode)
 {
 	long old = sysfs_read_num(MAP_ONCE_PARAM);
-	char v[8];
-	int fd;
+	char v[24];
 
-	if (old < 0)
-		return -1;
 	snprintf(v, sizeof(v), "%ld", mode);
-	fd = open(MAP_ONCE_PARAM, O_WRONLY);
-	if (fd < 0 || write(fd, v, strlen(v)) != (ssize_t)strlen(v))
-		old = -1;
-	if (fd >= 0)
-		close(fd);
-	return old;
+	return old >= 0 && write_attr(NVME_PARAMS, "uq_map_once", v) ? old : -1;
 }
 
 static bool mapped_bufs_run(void)
@@ -1472,19 +1503,6 @@ static bool case_exit_inflight(void)
 }
 
 /* Write @val to @attr of the debugfs directory @dir. */
-static bool write_attr(const char *dir, const char *attr, const char *val)
-{
-	char path[256];
-	bool ok;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, attr);
-	f = fopen(path, "w");
-	if (!f)
-		return false;
-	ok = fputs(val, f) >= 0;
-	return !fclose(f) && ok;
-}
 
 /* The namespace's fault_inject attributes back to their defaults. */
 static void inject_off(const char *dir)
