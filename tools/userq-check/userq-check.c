@@ -19,6 +19,9 @@
  *                                           freeze meanwhile must wait for
  *                                           it, and the driver reap it past
  *                                           its timeout); then its result
+ *   userq-check format NG BLOCKDEV          Format NVM to the other LBA
+ *                                           size and back with a queue
+ *                                           attached (erases the namespace)
  *   userq-check head NG BLOCKDEV            a multipath head's char device:
  *                                           attach refused (EOPNOTSUPP),
  *                                           NVME_URING_CMD_IO_UQ commands
@@ -2041,6 +2044,201 @@ static int hold(int secs)
 }
 
 /*
+ * userq-check format NG BLOCKDEV: Format NVM of the namespace between its
+ * 4 KiB and 512-byte LBA formats (without metadata) and back, with a ring
+ * attached to a user queue all along. The first Format finds a read held
+ * on the queue (unpolled, HOLD_TIMEOUT_MS): nvme_passthru_start() must
+ * wait for it, as it waits for a request, until the driver reaps it. After
+ * each Format the ring's commands must be checked against the new LBA
+ * size: a command of the new shape (NLB counted in the new LBAs) goes on
+ * the queue and reads the zeroes the Format left, then writes what the
+ * block device reads back; one of the old shape does not go on the queue.
+ * Ends in the namespace's first format; the caller restores it if not.
+ */
+#define NVME_ADMIN_FORMAT_NVM	0x80
+
+/* The namespace's format index of 2^@lbads-byte LBAs without metadata. */
+static int find_lbaf(const uint8_t *idns, unsigned int lbads)
+{
+	unsigned int i, nlbaf = idns[25] + 1;
+
+	for (i = 0; i < nlbaf && i < 64; i++) {
+		const uint8_t *f = idns + 128 + 4 * i;
+
+		if (!f[0] && !f[1] && f[2] == lbads)
+			return i;
+	}
+	return -1;
+}
+
+static int identify_ns(uint8_t *idns)
+{
+	struct nvme_passthru_cmd id = {
+		.opcode = 0x06,		/* Identify, CNS 0 */
+		.nsid = nsid,
+		.addr = (uintptr_t)idns,
+		.data_len = 4096,
+	};
+
+	return ioctl(ng_fd, NVME_IOCTL_ADMIN_CMD, &id);
+}
+
+/* Format NVM of the namespace into format @lbaf: ioctl result, time in *secs. */
+static int format_ns(unsigned int lbaf, double *secs)
+{
+	struct nvme_passthru_cmd cmd = {
+		.opcode = NVME_ADMIN_FORMAT_NVM,
+		.nsid = nsid,
+		/* LBAF bits 3:0 and 13:12; no secure erase, no PI */
+		.cdw10 = (lbaf & 0xf) | (lbaf >> 4) << 12,
+		.timeout_ms = 60000,
+	};
+	struct timespec t0, t1;
+	int ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = ioctl(ng_fd, NVME_IOCTL_ADMIN_CMD, &cmd);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	*secs = t1.tv_sec - t0.tv_sec + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	return ret;
+}
+
+/* What the ring's commands must see after a Format from @old_lba to lba. */
+static bool after_format(struct io_uring *ring, unsigned int old_lba)
+{
+	const uint32_t len = 8192;
+	const uint64_t off = 1 << 20;
+	char *buf = xalloc(len), *zero = xalloc(len), *old = xalloc(4096);
+	struct io_uring_sqe *sqe;
+	uint32_t cmd_len;
+	long cmds;
+	bool ok = false;
+	int bs, ret;
+
+	if (ioctl(blk_fd, BLKSSZGET, &bs) || (unsigned int)bs != lba) {
+		fail("%s has %d-byte LBAs after the Format, want %u", blk_path,
+		     bs, lba);
+		goto out;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	memset(zero, 0, len);
+	memset(buf, 0xa5, len);
+	ret = do_io(ring, false, off, buf, len, true, -1);
+	if (ret) {
+		fail("%u-byte read after the Format: %d", len, ret);
+		goto out;
+	}
+	if (sysfs_num("user_queue_cmds") != cmds + 1) {
+		fail("a read counted in %u-byte LBAs did not go on the user queue after the Format",
+		     lba);
+		goto out;
+	}
+	if (memcmp(buf, zero, len)) {
+		fail("the user queue read data the Format should have erased");
+		goto out;
+	}
+	if (!xfer_one(ring, len, -1, buf, off, 0xf0a7))
+		goto out;
+	/*
+	 * The old shape: one old LBA (or one page of them), NLB counted in
+	 * the old LBAs. Its transfer in the new LBAs (512 bytes, or 4 KiB for
+	 * a 512-byte buffer) fits the page either way, should the normal path
+	 * send it.
+	 */
+	cmds = sysfs_num("user_queue_cmds");
+	cmd_len = old_lba < lba ? old_lba : 4096;
+	sqe = queue_io(ring, false, off, old, cmd_len, true, -1, 1);
+	((struct nvme_uring_cmd *)sqe->cmd)->cdw12 = cmd_len / old_lba - 1;
+	ret = wait_one(ring, NULL);
+	if (ret)
+		fail("a read of the old LBA size's shape: %d, want the normal path's 0",
+		     ret);
+	else if (sysfs_num("user_queue_cmds") != cmds)
+		fail("a read counted in the old %u-byte LBAs went on the user queue",
+		     old_lba);
+	else
+		ok = true;
+out:
+	free(buf);
+	free(zero);
+	free(old);
+	return ok;
+}
+
+static int format(void)
+{
+	static uint8_t idns[4096] __attribute__((aligned(4096)));
+	int lbaf[2], first, ret, status = EXIT_FAIL;
+	unsigned int i, lbas[2] = { lba, lba == 512 ? 4096 : 512 };
+	void *held = xalloc(4096);
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	long attached = sysfs_num("user_queues_attached");
+	double secs;
+
+	if (identify_ns(idns)) {
+		fprintf(stderr, "format: Identify Namespace failed\n");
+		return EXIT_FAIL;
+	}
+	first = (idns[26] & 0xf) | ((idns[26] >> 5) & 3) << 4;
+	lbaf[0] = find_lbaf(idns, lbas[0] == 512 ? 9 : 12);
+	lbaf[1] = find_lbaf(idns, lbas[1] == 512 ? 9 : 12);
+	if (lbaf[0] != first || lbaf[1] < 0) {
+		printf("format: SKIP: no metadata-less %u-byte LBA format to go to\n",
+		       lbas[1]);
+		return EXIT_SKIP;
+	}
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fprintf(stderr, "format: setup or attach failed\n");
+		return EXIT_FAIL;
+	}
+	why[0] = 0;
+	/* Held: submitted, not polled, until the Format has returned. */
+	sqe = queue_io(&ring, false, 0, held, 4096, true, -1, 7);
+	((struct nvme_uring_cmd *)sqe->cmd)->timeout_ms = HOLD_TIMEOUT_MS;
+	io_uring_smp_store_release(ring.sq.ktail, ring.sq.sqe_tail);
+	if (io_uring_enter(ring.ring_fd, 1, 0, 0, NULL) != 1) {
+		fprintf(stderr, "format: submit failed\n");
+		return EXIT_FAIL;
+	}
+	for (i = 1; i <= 2; i++) {
+		unsigned int to = i & 1;
+
+		ret = format_ns(lbaf[to], &secs);
+		printf("format: to %u-byte LBAs (format %d) in %.1f s: %d\n",
+		       lbas[to], lbaf[to], secs, ret);
+		if (ret) {
+			fail("Format NVM: %d (%s)", ret,
+			     ret < 0 ? strerror(errno) : "NVMe status");
+			goto out;
+		}
+		if (i == 1) {
+			/* the held read ended only when the driver reaped it */
+			if (secs < HOLD_TIMEOUT_MS / 2000.0) {
+				fail("the Format did not wait for the read held on the user queue");
+				goto out;
+			}
+			ret = wait_one(&ring, NULL);
+			if (ret) {
+				fail("the held read ended with %d", ret);
+				goto out;
+			}
+		}
+		lba = lbas[to];
+		if (!after_format(&ring, lbas[!to]))
+			goto out;
+	}
+	status = EXIT_PASS;
+out:
+	if (!ring_exit_wait(&ring, attached))
+		status = EXIT_FAIL;
+	free(held);
+	printf("format: %s%s\n", status ? "FAIL: " : "ok", status ? why : "");
+	return status;
+}
+
+/*
  * try-attach NG: one attach on a fresh ring, whatever the controller's
  * user queue count, and its result ("attach: -95"); then the ring ends.
  */
@@ -2074,6 +2272,7 @@ static void usage(void)
 		"       userq-check head /dev/ngXnY /dev/nvmeXnY   (a multipath head)\n"
 		"       userq-check cross /dev/ngAnY /dev/ngBnZ /dev/nvmeBnZ   (two controllers)\n"
 		"       userq-check hold SECONDS /dev/ngXnY\n"
+		"       userq-check format /dev/ngXnY /dev/nvmeXnY   (erases the namespace)\n"
 		"       userq-check try-attach /dev/ngXnY   (prints the attach's result)\n"
 		"       userq-check -l\n");
 	exit(EXIT_USAGE);
@@ -2267,6 +2466,19 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "hold")) {
 		ret = open_ng(argv[3]);
 		return ret ? ret : hold(atoi(argv[2]));
+	}
+	if (argc == 4 && !strcmp(argv[1], "format")) {
+		ret = open_ng(argv[2]);
+		if (ret)
+			return ret;
+		blk_path = argv[3];
+		blk_fd = open(blk_path, O_RDWR | O_DIRECT);
+		if (blk_fd < 0) {
+			fprintf(stderr, "userq-check: %s: %s\n", blk_path,
+				strerror(errno));
+			return EXIT_FAIL;
+		}
+		return format();
 	}
 	if (argc == 4 && !strcmp(argv[1], "storm")) {
 		ret = open_ng(argv[3]);
