@@ -1045,8 +1045,10 @@ out:
 /*
  * NVME_URING_CMD_IO_UQ never changes a command's outcome: each command
  * below is sent once with it and once as NVME_URING_CMD_IO, on a ring with
- * a queue attached, and both must end alike. Those the queue does not take (the documentation's list)
- * must leave user_queue_cmds as it was; a Flush goes on the queue.
+ * a queue attached, and both must end alike. Those the queue does not take
+ * (the documentation's list) must leave user_queue_cmds as it was; a Flush
+ * goes on the queue, and so do a Read and a Write issued from io-wq (the
+ * driver takes the ring's lock for them).
  */
 struct same_cmd {
 	const char *what;
@@ -1062,7 +1064,8 @@ struct same_cmd {
 static const struct same_cmd same_cmds[] = {
 	{ "Read with a wrong NSID", NVME_CMD_READ, false, true, false, 1, 0, 0 },
 	{ "Read with data_len != (NLB + 1) blocks", NVME_CMD_READ, false, false, false, 2, 0, 0 },
-	{ "Read from io-wq (IOSQE_ASYNC)", NVME_CMD_READ, false, false, true, 1, 0, 0 },
+	{ "Read from io-wq (IOSQE_ASYNC)", NVME_CMD_READ, true, false, true, 1, 0, 0 },
+	{ "Write from io-wq (IOSQE_ASYNC)", NVME_CMD_WRITE, true, false, true, 1, 0, 0 },
 	{ "Write Zeroes", 0x08, false, false, false, 0, 0, 7 },
 	{ "Compare", 0x05, false, false, false, 1, 0, 0 },
 	{ "Dataset Management", 0x09, false, false, false, 0, 16, 0 },
@@ -1714,7 +1717,7 @@ static const struct ucase cases[] = {
 	{ "xfer", case_xfer, "data both ways vs the block device, plain and registered buffers" },
 	{ "mapped-bufs", case_mapped_bufs, "registered buffers mapped once: data at offsets across pages, through an update, an unregister, a detach (fdinfo MappedBufs)" },
 	{ "fallback", case_fallback, "vectored (NVME_URING_CMD_IO_VEC) and misaligned commands: normal path" },
-	{ "same-result", case_same_result, "wrong NSID, data_len mismatch, IOSQE_ASYNC, Write Zeroes, Compare, DSM, Flush: the same result with the flag and without" },
+	{ "same-result", case_same_result, "wrong NSID, data_len mismatch, IOSQE_ASYNC, Write Zeroes, Compare, DSM, Flush: the same result with the flag and without, IOSQE_ASYNC and Flush on the queue" },
 	{ "full-queue", case_full_queue, "io_queue_depth + 64 reads in flight at once: the ones past the last slot take the normal path, data right" },
 	{ "device-error", case_device_error, "an NVMe error status comes back in the CQE" },
 	{ "batch", case_batch, "32 writes in one submission, verified" },
@@ -1757,6 +1760,8 @@ static int storm(int secs)
 	/*
 	 * Registered buffers, which the queue maps once and must unmap before
 	 * a removal is over, in every other round; plain ones in the others.
+	 * A quarter of the commands are issued from io-wq (IOSQE_ASYNC),
+	 * where the driver takes the ring's lock to submit them.
 	 */
 	if (ring_setup(&ring, true) || io_uring_register_buffers(&ring, iov, 2)) {
 		fprintf(stderr, "storm: ring setup failed\n");
@@ -1777,10 +1782,17 @@ static int storm(int secs)
 			if (!phase)
 				fill(buf, STORM_BATCH * STORM_BS, gen);
 			memset(done, 0, sizeof(done));
-			for (i = 0; i < STORM_BATCH; i++)
-				queue_io(&ring, !phase, (uint64_t)i * STORM_BS,
-					 b + i * STORM_BS, STORM_BS, true,
-					 gen & 1 ? phase : -1, i);
+			for (i = 0; i < STORM_BATCH; i++) {
+				struct io_uring_sqe *sqe;
+
+				sqe = queue_io(&ring, !phase,
+					       (uint64_t)i * STORM_BS,
+					       b + i * STORM_BS, STORM_BS, true,
+					       gen & 1 ? phase : -1, i);
+				/* a quarter from io-wq, racing the ring's own */
+				if (i % 4 == 3)
+					sqe->flags |= IOSQE_ASYNC;
+			}
 			if (io_uring_submit(&ring) != STORM_BATCH) {
 				fprintf(stderr, "storm: submit failed\n");
 				return EXIT_FAIL;
