@@ -68,6 +68,8 @@
 #define NVME_CMD_WRITE	0x01
 #define NVME_CMD_READ	0x02
 #define MAX_XFER	(512 << 10)
+/* the ring's fdinfo line counting commands that asked for the queue in vain */
+#define FALLBACKS	"  Fallbacks:\t"
 #define DEPTH		64
 
 static const char *ng_path, *blk_path;
@@ -1125,6 +1127,9 @@ static bool case_same_result(void)
 	for (i = 0; i < ARRAY_SIZE(same_cmds); i++) {
 		const struct same_cmd *c = &same_cmds[i];
 		long cmds = sysfs_num("user_queue_cmds");
+		long fallbacks = fdinfo_num(&ring, FALLBACKS);
+		/* refused before the queue is looked at, as on the normal path */
+		long want_fb = !c->on_queue && !c->bad_nsid;
 		int with, without;
 
 		without = same_one(&ring, c, buf, false);
@@ -1134,6 +1139,9 @@ static bool case_same_result(void)
 		if (sysfs_num("user_queue_cmds") - cmds != (c->on_queue ? 1 : 0))
 			ok = fail("%s: %ld commands on the user queue, want %d", c->what,
 				  sysfs_num("user_queue_cmds") - cmds, c->on_queue ? 1 : 0);
+		if (fdinfo_num(&ring, FALLBACKS) - fallbacks != want_fb)
+			ok = fail("%s: fdinfo counts %ld fallbacks, want %ld", c->what,
+				  fdinfo_num(&ring, FALLBACKS) - fallbacks, want_fb);
 		fprintf(stderr, "  %s: %d both ways\n", c->what, with);
 	}
 	io_uring_queue_exit(&ring);
@@ -1148,7 +1156,7 @@ static bool case_same_result(void)
  */
 static bool case_full_queue(void)
 {
-	long cmds, on_uq, depth;
+	long cmds, on_uq, depth, fallbacks;
 	struct io_uring ring;
 	char *bufs, *chk;
 	bool ok = false;
@@ -1205,11 +1213,16 @@ static bool case_full_queue(void)
 		}
 	}
 	on_uq = sysfs_num("user_queue_cmds") - cmds;
-	fprintf(stderr, "  full-queue: %ld of %u reads on the user queue\n",
-		on_uq, n);
+	fallbacks = fdinfo_num(&ring, FALLBACKS);
+	fprintf(stderr, "  full-queue: %ld of %u reads on the user queue, %ld fallbacks\n",
+		on_uq, n, fallbacks);
 	if (on_uq <= 0 || on_uq >= n)
 		fail("%ld of %u reads went on the user queue, want some but not all",
 		     on_uq, n);
+	/* (more if a retry from io-wq found the queue full again) */
+	else if (fallbacks < n - on_uq)
+		fail("fdinfo counts %ld fallbacks, want the %ld reads off the queue",
+		     fallbacks, n - on_uq);
 	else if (memcmp(bufs, chk, (size_t)n * lba))
 		fail("reads with the queue full returned wrong data");
 	else
@@ -2454,6 +2467,9 @@ static int cross(const char *ng_a, const char *ng_b, const char *blk_b)
 	else if (sysfs_read_num(sys_b) != cmds_b)
 		fail("a command on %s went on one of its own user queues, which the ring does not hold",
 		     ng_b);
+	else if (fdinfo_num(&ring, FALLBACKS) != 2)
+		fail("fdinfo counts %ld fallbacks, want the 2 commands on %s",
+		     fdinfo_num(&ring, FALLBACKS), ng_b);
 	else
 		ok = true;
 	io_uring_queue_exit(&ring);
