@@ -2303,6 +2303,18 @@ static void usage(void)
 	exit(EXIT_USAGE);
 }
 
+/* Open the namespace's block device as blk_path and blk_fd. */
+static int open_blk(const char *path, int flags)
+{
+	blk_path = path;
+	blk_fd = open(path, flags | O_DIRECT);
+	if (blk_fd < 0) {
+		fprintf(stderr, "userq-check: %s: %s\n", path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
 /* nsid, controller sysfs dir; 77 if the controller has no user queues. */
 static int open_ng(const char *path)
 {
@@ -2497,16 +2509,9 @@ int main(int argc, char **argv)
 	}
 	if (argc == 4 && !strcmp(argv[1], "format")) {
 		ret = open_ng(argv[2]);
-		if (ret)
-			return ret;
-		blk_path = argv[3];
-		blk_fd = open(blk_path, O_RDWR | O_DIRECT);
-		if (blk_fd < 0) {
-			fprintf(stderr, "userq-check: %s: %s\n", blk_path,
-				strerror(errno));
-			return EXIT_FAIL;
-		}
-		return format();
+		if (!ret)
+			ret = open_blk(argv[3], O_RDWR);
+		return ret ? ret : format();
 	}
 	if (argc == 4 && !strcmp(argv[1], "storm")) {
 		ret = open_ng(argv[3]);
@@ -2515,16 +2520,9 @@ int main(int argc, char **argv)
 	if (argc == 5 && !strcmp(argv[1], "stall")) {
 		ng_path = argv[2];
 		ret = open_ng(ng_path);
-		if (ret)
-			return ret;
-		blk_path = argv[3];
-		blk_fd = open(blk_path, O_RDONLY | O_DIRECT);
-		if (blk_fd < 0) {
-			fprintf(stderr, "userq-check: %s: %s\n", blk_path,
-				strerror(errno));
-			return EXIT_FAIL;
-		}
-		return stall(argv[4]);
+		if (!ret)
+			ret = open_blk(argv[3], O_RDONLY);
+		return ret ? ret : stall(argv[4]);
 	}
 	while ((opt = getopt(argc, argv, "c:l")) != -1) {
 		switch (opt) {
@@ -2554,15 +2552,11 @@ int main(int argc, char **argv)
 		}
 	}
 	ng_path = argv[optind];
-	blk_path = argv[optind + 1];
 	ret = open_ng(ng_path);
+	if (!ret)
+		ret = open_blk(argv[optind + 1], O_RDWR);
 	if (ret)
 		return ret;
-	blk_fd = open(blk_path, O_RDWR | O_DIRECT);
-	if (blk_fd < 0) {
-		fprintf(stderr, "userq-check: %s: %s\n", blk_path, strerror(errno));
-		return EXIT_FAIL;
-	}
 	if (ioctl(blk_fd, BLKSSZGET, &bs) || (unsigned int)bs != lba) {
 		fprintf(stderr, "userq-check: %s: its LBA size is not %s's (%u)\n",
 			blk_path, ng_path, lba);
