@@ -29,14 +29,25 @@ args=()
 rc=0
 # FASTPATH_VM_NAME names the guest (results/vm/NAME), for runs beside others.
 vmname=${FASTPATH_VM_NAME:-test-$flavor}
-vm/run -k "$flavor" -p test -t "${TEST_TIMEOUT:-3600}" -n "$vmname" -- \
+# TEST_TIMEOUT: the whole guest's backstop, in seconds. Hung tests are each
+# killed at their own DEADLINE by the runner; this only catches a guest that
+# stops as a whole. 80 minutes, not 60: CI's run of the full suite on a
+# slow host took 3639 s (2026-11-29), about two minutes of it before the
+# guest booted, so the guest came within 100 s of a 60-minute backstop,
+# which would have failed every test not yet reported. 80 still ends
+# inside CI's 90 minutes with a warm ccache.
+guest_timeout=${TEST_TIMEOUT:-4800}
+vm/run -k "$flavor" -p test -t "$guest_timeout" -n "$vmname" -- \
 	tests/run "${args[@]}" "$@" || rc=$?
 
 [ -f "$out/plan.txt" ] || die "the guest never started the runner (exit $rc); see results/vm/$vmname/console.log"
 touch "$out/results.txt"
+stopped="died"
+[ -f "$RESULTS/vm/$vmname/stopped" ] && stopped=$(cat "$RESULTS/vm/$vmname/stopped")
+[ "$stopped" = "timed out after ${guest_timeout}s" ] && stopped+=" (TEST_TIMEOUT)"
 while read -r t; do
 	grep -q "^$t " "$out/results.txt" && continue
-	printf '%-60s [failed]\n    the guest died before it finished (see results/vm/%s/console.log)\n' "$t" "$vmname"
+	printf '%-60s [failed]\n    the guest %s before it finished (see results/vm/%s/console.log)\n' "$t" "$stopped" "$vmname"
 	echo "$t failed" >> "$out/results.txt"
 done < "$out/plan.txt"
 
