@@ -44,7 +44,7 @@ vm/run -k "$flavor" -p test -t "$guest_timeout" -n "$vmname" -- \
 touch "$out/results.txt"
 stopped="died"
 [ -f "$RESULTS/vm/$vmname/stopped" ] && stopped=$(cat "$RESULTS/vm/$vmname/stopped")
-[ "$stopped" = "timed out after ${guest_timeout}s" ] && stopped+=" (TEST_TIMEOUT)"
+case $stopped in "timed out"*) stopped+=" (TEST_TIMEOUT=$guest_timeout)" ;; esac
 while read -r t; do
 	grep -q "^$t " "$out/results.txt" && continue
 	printf '%-60s [failed]\n    the guest %s before it finished (see results/vm/%s/console.log)\n' "$t" "$stopped" "$vmname"
