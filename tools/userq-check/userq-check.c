@@ -22,6 +22,10 @@
  *   userq-check format NG BLOCKDEV          Format NVM to the other LBA
  *                                           size and back with a queue
  *                                           attached (erases the namespace)
+ *   userq-check pin NG                      attach a queue, read a block on
+ *                                           it, close NG: only the ring's
+ *                                           attachment still refers to the
+ *                                           driver; then wait for a signal
  *   userq-check head NG BLOCKDEV            a multipath head's char device:
  *                                           attach refused (EOPNOTSUPP),
  *                                           NVME_URING_CMD_IO_UQ commands
@@ -2297,6 +2301,7 @@ static void usage(void)
 		"       userq-check head /dev/ngXnY /dev/nvmeXnY   (a multipath head)\n"
 		"       userq-check cross /dev/ngAnY /dev/ngBnZ /dev/nvmeBnZ   (two controllers)\n"
 		"       userq-check hold SECONDS /dev/ngXnY\n"
+		"       userq-check pin /dev/ngXnY   (waits for a signal)\n"
 		"       userq-check format /dev/ngXnY /dev/nvmeXnY   (erases the namespace)\n"
 		"       userq-check try-attach /dev/ngXnY   (prints the attach's result)\n"
 		"       userq-check -l\n");
@@ -2491,6 +2496,45 @@ static int cross(const char *ng_a, const char *ng_b, const char *blk_b)
 	return ok ? EXIT_PASS : EXIT_FAIL;
 }
 
+/*
+ * Attach a queue, read one block on it, then close the namespace's file:
+ * the ring's attachment is then the only thing that refers to the driver
+ * (no open file, no registered file, nothing in flight). "pin: closed"
+ * tells the caller when; then wait until a signal ends the process, and
+ * with it the ring. tests/userq/014 tries to unload nvme meanwhile: the
+ * attachment's reference to its module must refuse that, or the ring's
+ * release would run in an unloaded module.
+ */
+static int pin(void)
+{
+	void *buf = xalloc(4096);
+	struct io_uring ring;
+	long cmds;
+	int ret;
+
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fprintf(stderr, "pin: setup or attach failed\n");
+		return EXIT_FAIL;
+	}
+	cmds = sysfs_num("user_queue_cmds");
+	ret = do_io(&ring, false, 0, buf, 4096, true, -1);
+	if (ret) {
+		printf("pin: FAIL: the read ended with %d\n", ret);
+		return EXIT_FAIL;
+	}
+	if (sysfs_num("user_queue_cmds") != cmds + 1) {
+		printf("pin: FAIL: the read was not on the user queue\n");
+		return EXIT_FAIL;
+	}
+	close(ng_fd);
+	ng_fd = -1;
+	printf("pin: closed\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
 int main(int argc, char **argv)
 {
 	const char *only[ARRAY_SIZE(cases)];
@@ -2506,6 +2550,10 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "hold")) {
 		ret = open_ng(argv[3]);
 		return ret ? ret : hold(atoi(argv[2]));
+	}
+	if (argc == 3 && !strcmp(argv[1], "pin")) {
+		ret = open_ng(argv[2]);
+		return ret ? ret : pin();
 	}
 	if (argc == 4 && !strcmp(argv[1], "format")) {
 		ret = open_ng(argv[2]);
