@@ -26,6 +26,10 @@
  *                                           it, close NG: only the ring's
  *                                           attachment still refers to the
  *                                           driver; then wait for a signal
+ *   userq-check stale NG                    keep a ring's queue and NG open
+ *                                           while the namespace is removed
+ *                                           and created again; probe it on
+ *                                           each "probe" line of stdin
  *   userq-check head NG BLOCKDEV            a multipath head's char device:
  *                                           attach refused (EOPNOTSUPP),
  *                                           NVME_URING_CMD_IO_UQ commands
@@ -2302,6 +2306,7 @@ static void usage(void)
 		"       userq-check cross /dev/ngAnY /dev/ngBnZ /dev/nvmeBnZ   (two controllers)\n"
 		"       userq-check hold SECONDS /dev/ngXnY\n"
 		"       userq-check pin /dev/ngXnY   (waits for a signal)\n"
+		"       userq-check stale /dev/ngXnY   (probes on each \"probe\" line of stdin)\n"
 		"       userq-check format /dev/ngXnY /dev/nvmeXnY   (erases the namespace)\n"
 		"       userq-check try-attach /dev/ngXnY   (prints the attach's result)\n"
 		"       userq-check -l\n");
@@ -2535,6 +2540,58 @@ static int pin(void)
 		pause();
 }
 
+/*
+ * A ring that holds a queue and the namespace's fd while the namespace is
+ * detached from the controller and attached again under the same NSID
+ * (tests/userq/015). It attaches, writes a block of seed 1 at STALE_OFF on
+ * the queue and says "stale: ready"; then for each "probe" line on stdin
+ * it sends, through the fd it kept, a Write of seed 2 at STALE_OFF and a
+ * Read asking for the queue, and a Write on the normal path, and prints
+ * their results on one line: "probe: uq-write R uq-read R write R". The
+ * caller compares them with what the namespace's state allows (-ENODEV
+ * once it is removed, also after a new one took its NSID: the old fd must
+ * never reach it) and reads STALE_OFF of the new namespace itself. At
+ * the end of stdin the ring ends.
+ */
+#define STALE_OFF	(1 << 20)
+
+static int stale(void)
+{
+	void *buf = xalloc(4096);
+	struct io_uring ring;
+	char line[64];
+	int w, r, n;
+
+	if (ring_setup(&ring, true) ||
+	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fprintf(stderr, "stale: setup or attach failed\n");
+		return EXIT_FAIL;
+	}
+	fill(buf, 4096, 1);
+	w = do_io(&ring, true, STALE_OFF, buf, 4096, true, -1);
+	if (w) {
+		printf("stale: FAIL: the first write ended with %d\n", w);
+		return EXIT_FAIL;
+	}
+	printf("stale: ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		if (strcmp(line, "probe\n"))
+			continue;
+		fill(buf, 4096, 2);
+		w = do_io(&ring, true, STALE_OFF, buf, 4096, true, -1);
+		r = do_io(&ring, false, STALE_OFF, buf, 4096, true, -1);
+		fill(buf, 4096, 2);
+		n = do_io(&ring, true, STALE_OFF, buf, 4096, false, -1);
+		printf("probe: uq-write %d uq-read %d write %d\n", w, r, n);
+		fflush(stdout);
+	}
+	io_uring_queue_exit(&ring);
+	free(buf);
+	printf("stale: done\n");
+	return EXIT_PASS;
+}
+
 int main(int argc, char **argv)
 {
 	const char *only[ARRAY_SIZE(cases)];
@@ -2550,6 +2607,10 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "hold")) {
 		ret = open_ng(argv[3]);
 		return ret ? ret : hold(atoi(argv[2]));
+	}
+	if (argc == 3 && !strcmp(argv[1], "stale")) {
+		ret = open_ng(argv[2]);
+		return ret ? ret : stale();
 	}
 	if (argc == 3 && !strcmp(argv[1], "pin")) {
 		ret = open_ng(argv[2]);
