@@ -222,6 +222,20 @@ static int uq_op(struct io_uring *ring, int fd, unsigned int op, bool fixed)
 }
 
 /*
+ * An IOPOLL ring with a queue of ng_fd's controller attached: 0, or -1
+ * after a message naming @who.
+ */
+static int attach_ring(struct io_uring *ring, const char *who)
+{
+	if (ring_setup(ring, true) ||
+	    uq_op(ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
+		fprintf(stderr, "%s: setup or attach failed\n", who);
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Queue one NVMe Read or Write of @len bytes at byte @off: for the ring's
  * user queue (NVME_URING_CMD_IO_UQ) if @uq, a registered buffer if
  * @buf_index >= 0.
@@ -1956,11 +1970,8 @@ static int stall(const char *fast_ng)
 	}
 
 	/* 2. A ring waits for a stalled command, then reads again. */
-	if (ring_setup(&ring, true) ||
-	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
-		fprintf(stderr, "stall: setup or attach failed\n");
+	if (attach_ring(&ring, "stall"))
 		return EXIT_FAIL;
-	}
 	/* (each probe costs the throttle an eighth of a second) */
 	if (!read_on_uq(&ring, buf, 512)) {
 		printf("stall: FAIL: no read took the user queue for 10 s after the reset\n");
@@ -2041,11 +2052,8 @@ static int hold(int secs)
 	long cmds;
 	int ret;
 
-	if (ring_setup(&ring, true) ||
-	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
-		fprintf(stderr, "hold: setup or attach failed\n");
+	if (attach_ring(&ring, "hold"))
 		return EXIT_FAIL;
-	}
 	cmds = sysfs_num("user_queue_cmds");
 	sqe = queue_io(&ring, false, 0, buf, 4096, true, -1, 7);
 	((struct nvme_uring_cmd *)sqe->cmd)->timeout_ms = HOLD_TIMEOUT_MS;
@@ -2221,11 +2229,8 @@ static int format(void)
 		       lbas[1]);
 		return EXIT_SKIP;
 	}
-	if (ring_setup(&ring, true) ||
-	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
-		fprintf(stderr, "format: setup or attach failed\n");
+	if (attach_ring(&ring, "format"))
 		return EXIT_FAIL;
-	}
 	why[0] = 0;
 	/* Held: submitted, not polled, until the Format has returned. */
 	sqe = queue_io(&ring, false, 0, held, 4096, true, -1, 7);
@@ -2517,11 +2522,8 @@ static int pin(void)
 	long cmds;
 	int ret;
 
-	if (ring_setup(&ring, true) ||
-	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
-		fprintf(stderr, "pin: setup or attach failed\n");
+	if (attach_ring(&ring, "pin"))
 		return EXIT_FAIL;
-	}
 	cmds = sysfs_num("user_queue_cmds");
 	ret = do_io(&ring, false, 0, buf, 4096, true, -1);
 	if (ret) {
@@ -2562,11 +2564,8 @@ static int stale(void)
 	char line[64];
 	int w, r, n;
 
-	if (ring_setup(&ring, true) ||
-	    uq_op(&ring, ng_fd, NVME_URING_CMD_UQ_ATTACH, false)) {
-		fprintf(stderr, "stale: setup or attach failed\n");
+	if (attach_ring(&ring, "stale"))
 		return EXIT_FAIL;
-	}
 	fill(buf, 4096, 1);
 	w = do_io(&ring, true, STALE_OFF, buf, 4096, true, -1);
 	if (w) {
