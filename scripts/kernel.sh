@@ -214,9 +214,24 @@ cmd_build() {
 		die "kernel-$flavor: build failed, see $OUT/build.log"
 	fi
 
-	rm -rf "$OUT/mods" "$OUT/hdr"
-	kmake -s INSTALL_MOD_PATH="$OUT/mods" INSTALL_MOD_STRIP=1 modules_install > /dev/null
-	kmake -s INSTALL_HDR_PATH="$OUT/hdr" headers_install > /dev/null
+	# A guest booted from this build (make shell, a demo) loads its modules
+	# from mods/ as it runs: reinstall only when the build changed them,
+	# so a no-op rebuild (make install, make docs-check) does not pull
+	# mods/ and hdr/ from under it.
+	local installed
+	installed="$TREE_VERSION $(git -C "$SRC" rev-parse HEAD)"
+	if [ "$(cat "$OUT/installed.stamp" 2>/dev/null)" = "$installed" ] &&
+		[ -d "$OUT/mods" ] && [ -d "$OUT/hdr" ] &&
+		[ ! "$OUT/arch/x86/boot/bzImage" -nt "$OUT/installed.stamp" ] &&
+		[ ! "$OUT/include/generated/uapi" -nt "$OUT/installed.stamp" ] &&
+		[ -z "$(find "$OUT" -name '*.ko' -newer "$OUT/installed.stamp" -print -quit)" ]; then
+		step "kernel-$flavor: unchanged, modules and headers kept"
+	else
+		rm -rf "$OUT/mods" "$OUT/hdr" "$OUT/installed.stamp"
+		kmake -s INSTALL_MOD_PATH="$OUT/mods" INSTALL_MOD_STRIP=1 modules_install > /dev/null
+		kmake -s INSTALL_HDR_PATH="$OUT/hdr" headers_install > /dev/null
+		echo "$installed" > "$OUT/installed.stamp"
+	fi
 	kmake -s kernelrelease > "$OUT/release"
 	step "kernel-$flavor: $(cat "$OUT/release") built in $((SECONDS - start))s"
 }
