@@ -978,7 +978,7 @@ static int open_cdev(struct ublkd_dev *dev)
 	if (dev->cdev_fd < 0) {
 		ublkd_log("opening %s: %s%s\n", path, strerror(errno),
 			  dev->unprivileged && (errno == EACCES || errno == EPERM) ?
-			  " (an unprivileged device's /dev/ublkcN and /dev/ublkbN must be given to their owner, as a udev rule does: see the README)" : "");
+			  " (an unprivileged device's /dev/ublkcN and /dev/ublkbN must be given to their owner, as the udev rule make install installs does: see ublkd(8))" : "");
 		return -errno;
 	}
 	return 0;
