@@ -8,17 +8,26 @@
 #  2. copy offload: 64 MiB copied on the NVMe namespace by the device (NVMe
 #     Copy), then by the kernel (copy_max_bytes 0): time, bytes the guest
 #     moved (disk stat), copy_stat, and both destinations equal the source.
-#  3. ublkd: a loop device in each data mode (default, NEED_GET_DATA,
+#  3. copy offload over NVMe-oF/TCP: that namespace exported by an nvmet
+#     tcp target, connected from a host in another network namespace over
+#     a veth pair (as bench/scenarios/copy-fabrics.sh sets them up); 64 MiB
+#     copied on the host's namespace with COPY_FILE_OFFLOAD_ONLY: the bytes
+#     that crossed the link (both directions) below 1/16 of those copied,
+#     the host's copy offloaded and the target's device offloading every
+#     Copy command (copy_stat), the destination read through the fabric
+#     equal to the source.
+#  4. ublkd: a loop device in each data mode (default, NEED_GET_DATA,
 #     USER_COPY) with ext4: files, checksums after a remount, fsck; the
 #     NEED_GET_DATA round trips the server counted.
-#  4. NVMe user queues: a batch written on an attached queue read back
+#  5. NVMe user queues: a batch written on an attached queue read back
 #     through the block device, a verified iobench -k1 run (written and read
 #     on the queue), user_queue_cmds counting exactly those commands; a
 #     smoke run of -k1 against -k0.
 #
-# Devices are found by serial (tests/common/rc), never by name order. Every
-# step removes what it made, also when it fails. Ends with a summary table,
-# one row per check; exits non-zero if any failed.
+# Devices are found by serial, the fabrics namespace by its subsystem NQN
+# (tests/common/rc), never by name order. Every step removes what it made,
+# also when it fails. Ends with a summary table, one row per check; exits
+# non-zero if any failed.
 set -uo pipefail
 TESTS_DIR=$FASTPATH_REPO/tests
 # shellcheck disable=SC1091 # the tests' helpers, linted on their own
@@ -56,15 +65,17 @@ stat_sectors() {
 	echo "${s[2]} ${s[6]}"
 }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+mib2() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1048576 }'; }
 
 # What the steps leave behind, undone on any exit.
-COPY_Q="" UBLK_IDS=()
+COPY_Q="" FAB_TGT="" FAB_NET="" UBLK_IDS=()
 cleanup() {
 	local id
 	if [ -n "$COPY_Q" ]; then
 		cat "$COPY_Q/copy_max_hw_bytes" > "$COPY_Q/copy_max_bytes"
 		copy_trace off
 	fi
+	declare -F fab_teardown > /dev/null && fab_teardown
 	mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"
 	for id in "${UBLK_IDS[@]}"; do
 		[ -e "/sys/class/ublk-char/ublkc$id" ] && ublk_del "$id"
@@ -278,7 +289,132 @@ print("mssrl=%d mcl=%d msrc=%d" % (ns["mssrl"], ns["mcl"], ns["msrc"]))')
 fi
 
 # ---------------------------------------------------------------------------
-# 3. ublkd
+# 3. copy offload over NVMe-oF/TCP
+
+# fab_teardown: the host disconnected, the target's configfs entries and
+# the nvmet and nvme-tcp modules gone (_nvmet_teardown says what would not
+# go), then the veth pair and netns fp-host; whatever the step made.
+fab_teardown() {
+	local ok=0
+	if [ -n "$FAB_TGT" ]; then
+		if [ -d "$NVMET_CFS/subsystems/$NVMET_NQN" ]; then
+			_nvmet_teardown || ok=1
+		fi
+		FAB_TGT=""
+	fi
+	if [ -n "$FAB_NET" ]; then
+		_nvmet_veth_del || ok=1
+		FAB_NET=""
+	fi
+	return $ok
+}
+
+# fab_copy HOST TGT: FAB_LEN bytes from FAB_SRC to FAB_DST on HOST, the
+# host's namespace of TGT, with copy_file_range(COPY_FILE_OFFLOAD_ONLY);
+# prints its time, the bytes through fp-tgt each way and the copy_stat
+# changes of HOST and TGT, then checks all of them and the destination's
+# sha256 (read through the fabric, O_DIRECT). Sets FAB_RESULT.
+fab_copy() {
+	local host=$1 tgt=$2 max cmds hb tb wb wa rx tx wire t0 secs hd td want_h want_t sum bad=() b
+	max=$(_copy_q "$host" copy_max_bytes)
+	cmds=$(( (FAB_LEN + max - 1) / max ))
+	# one Copy command: offloaded; several: offloaded_split
+	want_h="offloaded=1 split=0 emulated=0 failed=0"
+	[ "$cmds" -gt 1 ] && want_h="offloaded=0 split=1 emulated=0 failed=0"
+	# the target's device gets each Copy command as a copy of its own,
+	# within its limits (the target advertises them)
+	want_t="offloaded=$cmds split=0 emulated=0 failed=0"
+	hb=$(_copy_stat "$host") tb=$(_copy_stat "$tgt") wb=$(_nvmet_veth_bytes)
+	t0=$EPOCHREALTIME
+	"$TOOLS/blkcopy" --progress --no-fallback --src "$host:$FAB_SRC" --dst "$host:$FAB_DST" \
+		--len "$FAB_LEN" || { err "blkcopy --no-fallback on $host failed"; return; }
+	secs=$(since "$t0")
+	wa=$(_nvmet_veth_bytes)
+	hd=$(_copy_delta "$hb" "$(_copy_stat "$host")")
+	td=$(_copy_delta "$tb" "$(_copy_stat "$tgt")")
+	rx=$((${wa% *} - ${wb% *})) tx=$((${wa#* } - ${wb#* }))
+	wire=$((rx + tx))
+	echo "copy: $secs s; across the link: $rx B host->target, $tx B target->host" \
+		"($(mib2 "$wire") MiB for $((FAB_LEN / MiB)) MiB copied)"
+	echo "copy_stat: host ${host#/dev/} $hd; target's ${tgt#/dev/} $td"
+	# (read after the counters: this read crosses the link)
+	sum=$(_copy_sum "$host" "$FAB_DST" "$FAB_LEN")
+	# (a Copy command, its descriptor and completion take a few hundred
+	# bytes with their TCP segments: nothing at all means no counting)
+	[ "$wire" -gt 0 ] || bad+=("no bytes counted through fp-tgt")
+	[ $((wire * 16)) -lt "$FAB_LEN" ] ||
+		bad+=("$(mib2 "$wire") MiB crossed the link, not below 1/16 of the $((FAB_LEN / MiB)) MiB copied")
+	[ "$hd" = "$want_h" ] || bad+=("host copy_stat $hd, want $want_h")
+	[ "$td" = "$want_t" ] || bad+=("target's device copy_stat $td, want $want_t")
+	[ "$sum" = "$FAB_SUM" ] ||
+		bad+=("destination sha256 ${sum:0:16}... through the fabric, source ${FAB_SUM:0:16}...")
+	if [ ${#bad[@]} -gt 0 ]; then
+		ERR=${bad[0]}
+		for b in "${bad[@]:1}"; do ERR+="; $b"; done
+		err "$ERR"
+		return
+	fi
+	FAB_RESULT="$((FAB_LEN / MiB)) MiB copied in $secs s, $(mib2 "$wire") MiB crossed the link (1/$((FAB_LEN / wire))), data equal; offloaded by the host ($cmds Copy cmds) and by the target's device (+$cmds)"
+}
+
+# fab_run TGT: the fabrics step on the target's device TGT (see the
+# section); sets FAB_RESULT, or ERR and returns 1.
+fab_run() {
+	local tgt=$1 host
+	# Random source; the destination gets other random data first, so that
+	# only a copy makes it equal.
+	if ! _copy_fill "$tgt" "$FAB_SRC" "$FAB_LEN" || ! _copy_fill "$tgt" "$FAB_DST" "$FAB_LEN"; then
+		err "dd of random data to $tgt failed"
+		return
+	fi
+	FAB_SUM=$(_copy_sum "$tgt" "$FAB_SRC" "$FAB_LEN")
+	FAB_NET=1
+	_nvmet_veth || { err "the veth pair fp-tgt/fp-host or netns fp-host could not be made"; return; }
+	FAB_TGT=1
+	_nvmet_setup tcp "$tgt" ||
+		{ err "nvmet tcp target on $NVMET_TRADDR:$NVMET_TRSVCID for $tgt: setup failed"; return; }
+	echo "target: nvmet exports $tgt (bdev backend) as nsid 1 of $NVMET_NQN on tcp $NVMET_TRADDR:$NVMET_TRSVCID (fp-tgt)"
+	if ! host=$(_nvmet_connect tcp); then
+		cat "$FULL"
+		err "nvme connect -t tcp -a $NVMET_TRADDR from netns $NVMET_HOST_NETNS failed, or no namespace came"
+		return
+	fi
+	echo "host: nvme connect -t tcp from netns $NVMET_HOST_NETNS (192.0.2.2): $host," \
+		"copy_max_hw_bytes $(_copy_q "$host" copy_max_hw_bytes)," \
+		"copy_max_src_ranges $(_copy_q "$host" copy_max_src_ranges)"
+	echo "source: $((FAB_LEN / MiB)) MiB of random data at $((FAB_SRC / MiB)) MiB, sha256 ${FAB_SUM:0:16}..."
+	fab_copy "$host" "$tgt"
+}
+
+section "3. copy offload over NVMe-oF/TCP: the host sends Copy commands, the data stays on the target"
+step="copy offload, NVMe/TCP"
+# shellcheck disable=SC1091
+. "$TESTS_DIR/nvmet/rc"
+NVMET_TRADDR=192.0.2.1 NVMET_HOST_NETNS=fp-host
+FULL=$SCRATCH/nvmet.log		# nvme connect's and disconnect's output
+FAB_SRC=$((1024 * MiB)) FAB_DST=$((1280 * MiB)) FAB_LEN=$((64 * MiB))
+check="blkcopy --no-fallback 64 MiB on the host's namespace: link bytes, copy_stat host+target, dst sha256"
+if ! _find_nvme_pci; then
+	fail "$step" "NVMe serial fastpath0 nsid 1" "no such namespace"
+elif [ "$(_copy_q "$NVME_DEV" copy_max_hw_bytes 2>/dev/null || echo 0)" = 0 ]; then
+	fail "$step" "copy limits of $NVME_DEV" "copy_max_hw_bytes is 0 or missing (no copy offload)"
+else
+	ERR="" FAB_RESULT=""
+	fab_run "$NVME_DEV"
+	ok=$?
+	if ! fab_teardown; then
+		ok=1 ERR="${ERR:+$ERR; }teardown: host, target or veth pair not removed"
+	fi
+	if [ "$ok" = 0 ]; then
+		echo "disconnected, target and veth pair removed"
+		row "$step" "$check" "$FAB_RESULT"
+	else
+		fail "$step" "$check" "$ERR"
+	fi
+fi
+
+# ---------------------------------------------------------------------------
+# 4. ublkd
 
 # ublk_del ID: ublkd del, bounded (STOP_DEV waits for I/O in flight, where
 # timeout(1) cannot end it): kill the daemon if it does not let go.
@@ -356,7 +492,7 @@ ublk_mode() {
 	fi
 }
 
-section "3. ublkd: a loop device with ext4 in each data mode"
+section "4. ublkd: a loop device with ext4 in each data mode"
 step="ublkd loop"
 if [ ! -x "$UBLKD" ]; then
 	fail "$step" "ublkd" "$UBLKD is not built"
@@ -392,13 +528,13 @@ else
 fi
 
 # ---------------------------------------------------------------------------
-# 4. NVMe user queues
+# 5. NVMe user queues
 
 # uq_num NAME: a counter of the controller's sysfs directory
 uq_num() { cat "$UQ_SYS/$1"; }
 uq_idle() { [ "$(uq_num user_queues_attached)" = 0 ]; }
 
-section "4. NVMe user queues: verified I/O on a queue attached to an io_uring ring"
+section "5. NVMe user queues: verified I/O on a queue attached to an io_uring ring"
 step="NVMe user queues"
 if ! _find_nvme_pci; then
 	fail "$step" "NVMe serial fastpath0 nsid 1" "no such namespace"
@@ -449,6 +585,6 @@ END {
 		printf "| %-*s | %-*s | %-*s |\n", w[1], c[r, 1], w[2], c[r, 2], w[3], c[r, 3]
 }
 function dash(n,   s) { s = ""; while (n-- > 0) s = s "-"; return s }'
-echo "(Smoke-run ratios come from 2 short runs under TCG: they move with host load and are not results. For numbers: make bench B=vblk, make bench B=copy, make bench B=userq, make bench B=ublk.)"
+echo "(Smoke-run ratios come from 2 short runs under TCG: they move with host load and are not results. For numbers: make bench B=vblk, make bench B=copy, make bench B=copy-fabrics, make bench B=userq, make bench B=ublk.)"
 echo "$failures check(s) failed"
 [ "$failures" = 0 ]

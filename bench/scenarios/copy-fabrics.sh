@@ -7,8 +7,9 @@
 #  - target and host are one guest in two network namespaces: the target
 #    (nvmet-tcp) in the guest's own, on fp-tgt 192.0.2.1/24; the host
 #    (nvme-tcp, connected from `ip netns fp-host`) on fp-host 192.0.2.2/24;
-#    the two ends of one veth pair. The guest has no other network device,
-#    and the addresses are from the documentation range (RFC 5737);
+#    the two ends of one veth pair (_nvmet_veth, tests/nvmet/rc). The
+#    guest has no other network device, and the addresses are from the
+#    documentation range (RFC 5737);
 #  - "1gbit-*" cases shape both directions of the pair with tbf at LINK
 #    (1gbit; LINK=10gbit etc.), "none-*" cases remove the shaping: each
 #    run's before_run sets the qdisc its case needs;
@@ -43,8 +44,9 @@ fab_die() {
 }
 
 fab_wire_bytes() {
-	local s=/sys/class/net/fp-tgt/statistics
-	echo $(($(cat $s/rx_bytes) + $(cat $s/tx_bytes)))
+	local b
+	b=$(_nvmet_veth_bytes) || return 1
+	echo $((${b% *} + ${b#* }))
 }
 
 # The host's offloaded copies: copy_stat's first field
@@ -79,24 +81,13 @@ fab_shape() {
 	FAB_SHAPED=$1
 }
 
-# The veth pair, its host end in netns fp-host
-fab_network() {
-	ip netns add fp-host &&
-		ip link add fp-tgt type veth peer name fp-host netns fp-host &&
-		ip addr add 192.0.2.1/24 dev fp-tgt &&
-		ip link set fp-tgt up &&
-		ip -n fp-host addr add 192.0.2.2/24 dev fp-host &&
-		ip -n fp-host link set fp-host up &&
-		ip -n fp-host link set lo up
-}
-
 cases() {
 	_find_nvme_pci || fab_die "no NVMe namespace"
 	local pci=$NVME_DEV bs b shaping
 	[ "$(cat "/sys/block/${pci#/dev/}/queue/copy_max_hw_bytes")" -gt 0 ] ||
 		fab_die "$pci has no copy offload"
 	fab_link_bps > /dev/null || exit 1
-	fab_network || fab_die "veth pair or network namespace setup failed"
+	_nvmet_veth || fab_die "veth pair or network namespace setup failed"
 	echo "bench copy-fabrics: filling the first half of $pci"
 	dd if=/dev/urandom of="$pci" bs=1M count=$(($(blockdev --getsize64 "$pci") >> 21)) \
 		oflag=direct status=none
