@@ -6,21 +6,23 @@
 #   make bench B=NAME    benchmark scenario NAME (make bench lists them)
 #   make bench-insn      guest instructions per I/O of B=userq's (vblk's, copy's, ublk's) two paths
 #   make shell [K=debug] interactive guest with the same devices
-#   make lint            checkpatch --strict, shellcheck, tools with -Werror
+#   make lint            checkpatch --strict, shellcheck, tools with -Werror, man pages
 #   make series-check [FROM=rev]  every patch (after rev) builds on its own, no new sparse/W=1 warnings
 #   make series-export [TOPIC=dir]  save commits made in build/src/linux
+#   make install [PREFIX=/usr/local] [DESTDIR=dir]  the tools, their man pages, ublkd's udev rule
+#   make uninstall [PREFIX=/usr/local] [DESTDIR=dir]  remove what make install put there
 
 K ?= perf
 T ?=
 export FASTPATH_BUILD := $(CURDIR)/build
 
-.PHONY: all demo test bench bench-insn insn-profile shell lint setup prepare kernel-perf kernel-debug \
-	tools series-check series-export src-reset clean help
+.PHONY: all demo docs-check test bench bench-insn insn-profile shell lint setup prepare kernel-perf kernel-debug \
+	tools series-check series-export src-reset clean help install uninstall
 
 all: help
 
 help:
-	@sed -n '4,11p' Makefile | sed 's/^# *//'
+	@sed -n '4,/^$$/s/^# *//p' Makefile
 
 setup:
 	@scripts/setup.sh
@@ -38,6 +40,10 @@ tools: tools-$(K)
 
 demo: tools-perf
 	@scripts/demo.sh
+
+# The guides' examples (docs/*.md, blocks marked "sh guest") in the perf guest.
+docs-check: tools-perf
+	@scripts/docs-check.sh $(DOC)
 
 # QUICK=1 runs only the quick tests; TIMEOUT=S how long timed tests run;
 # TRACE=1 traces each test (scripts/trace-gaps.py reads the traces).
@@ -70,6 +76,19 @@ series-export:
 
 src-reset:
 	@scripts/kernel.sh reset
+
+# The tools of build/tools (built against K's headers, the perf kernel's by
+# default, as make demo runs them), in $(PREFIX)/sbin and /bin, their man
+# pages (tools/man) in $(PREFIX)/share/man, and ublkd's udev rule for
+# unprivileged devices in /etc/udev/rules.d with its helper (tools/Makefile).
+PREFIX ?= /usr/local
+DESTDIR ?=
+install: tools-$(K)
+	@$(MAKE) -C tools --no-print-directory install O=$(CURDIR)/build/tools \
+		KHDR=$(CURDIR)/build/kernel-$(K)/hdr/include PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
+
+uninstall:
+	@$(MAKE) -C tools --no-print-directory uninstall PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
 
 clean:
 	rm -rf build results

@@ -1,6 +1,7 @@
 #!/bin/bash
 # make lint: checkpatch --strict over every patch of the series, shellcheck
-# over the scripts, and the C tools built with -Wall -Wextra -Werror.
+# over the scripts, the C tools built with -Wall -Wextra -Werror, and their
+# man pages (mandoc's and groff's warnings, OPTIONS against --help).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 # checkpatch's helpers (spdxcheck.py) need Debian's python3 with python3-ply.
@@ -81,6 +82,28 @@ make -s -C "$BUILD/src/linux" O="$hdr/obj" INSTALL_HDR_PATH="$hdr" headers_insta
 make -s -C "$REPO/tools" O="$BUILD/lint-tools" KHDR="$hdr/include" > /dev/null || fail=1
 # The QEMU plugin of make bench-insn, a host-side shared object.
 make -s -C "$REPO/bench/insn-profile" O="$BUILD/lint-tools" > /dev/null || fail=1
+
+step "lint: man pages"
+# Each page of tools/man twice: mandoc's linter, failing on its WARNING,
+# ERROR and UNSUPP messages (-W warning) but not on STYLE ones, which are
+# mdoc(7) conventions and whether a page it names is installed here; and
+# groff as man(1) renders it, failing on groff's "mac" warnings (an
+# undefined macro, one misused), not on the layout ones --warnings=all
+# adds ("cannot adjust line"), which depend on the terminal's width.
+pages=("$REPO"/tools/man/*.[1-8])
+for page in "${pages[@]}"; do
+	out=$({
+		mandoc -T lint -W warning "$page" || echo "mandoc -T lint: exit status $?"
+		man --warnings -l "$page" > /dev/null
+	} 2>&1)
+	if [ -n "$out" ]; then
+		printf '%s\n' "${page#"$REPO"/}:" "$out"
+		fail=1
+	fi
+done
+echo "    ${#pages[@]} pages checked"
+# ... and each page's OPTIONS against what its tool's --help lists, both ways.
+/usr/bin/python3 "$REPO/scripts/man-options.py" "$BUILD/lint-tools" || fail=1
 
 if [ $fail = 0 ]; then step "lint: clean"; else step "lint: FAILED"; fi
 exit $fail

@@ -17,6 +17,8 @@ packages=(
 	python3-ply python3-git iproute2 procps nbdkit xfsprogs e2fsprogs dmsetup
 	# bench/ublk-profile.sh: perf, sampling in the guest
 	linux-perf
+	# scripts/lint.sh: the man pages of tools/man
+	mandoc man-db
 	# scripts/fio.sh: apt-get source fio, and what its build needs
 	dpkg-dev patch libaio-dev zlib1g-dev
 )

@@ -67,16 +67,12 @@ void ublkd_log(const char *fmt, ...)
 	va_end(ap);
 }
 
-static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
+/* The synopsis and the targets' options: ublkd(8) lists the same. */
+static void print_usage(FILE *f)
 {
-	va_list ap;
 	unsigned int i;
 
-	fputs("ublkd: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr,
+	fprintf(f,
 		"usage: ublkd add -t TARGET [-n ID] [-q QUEUES (1)] [-d DEPTH (64)] [-b MAX_IO (1M)]\n"
 		"                 [-g|--get-data | -u|--user-copy] [-r|--recovery [--no-reissue]]\n"
 		"                 [--logical-block-size N (the backend's, else 512)]\n"
@@ -88,7 +84,18 @@ static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
 		"       ublkd recover -n ID\n"
 		"targets:\n");
 	for (i = 0; i < ARRAY_SIZE(targets); i++)
-		fprintf(stderr, "  %-5s %s\n", targets[i]->name, targets[i]->usage);
+		fprintf(f, "  %-5s %s\n", targets[i]->name, targets[i]->usage);
+}
+
+static void __attribute__((noreturn)) die_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ublkd: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	print_usage(stderr);
 	exit(2);
 }
 
@@ -1779,7 +1786,9 @@ int main(int argc, char **argv)
 	for (i = 0; i < ARRAY_SIZE(cmds); i++)
 		if (!strcmp(argv[1], cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
-		die_usage("help\n");
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		print_usage(stdout);
+		return 0;
+	}
 	die_usage("unknown command '%s'\n", argv[1]);
 }

@@ -19,7 +19,7 @@
  *	Fill a range and its neighbours through BLK, DISCARD or WRITE_ZEROES
  *	the range through CHAR, and check it reads back as zeroes while the
  *	neighbours keep their data.
- *   getid CHAR BLK
+ *   getid CHAR
  *	GET_ID returns the disk's serial, as the block device's sysfs shows.
  *   perm CHAR --op OP --open r|w|rw --expect ERR [--offset O]
  *	One command of type OP (read, write, flush, discard, wzeroes, getid)
