@@ -6,9 +6,10 @@ process (a python start costs the debug guest about 2 s):
     NAME|SRC SRC_OFF DST DST_OFF LEN [FLAGS [MODES]]
 
 Offsets are explicit (negative ones too); FLAGS 1 is COPY_FILE_OFFLOAD_ONLY;
-MODES, two letters, opens source and destination r (read), w (write) or a
-(write, O_APPEND), default "rw". Prints "NAME: RESULT" ("ok BYTES" or the
-errno name), or RESULT alone for an empty NAME.
+MODES, two letters, opens source and destination r (read), w (write), a
+(write, O_APPEND), d (write, O_DSYNC) or s (write, O_SYNC), default "rw".
+Prints "NAME: RESULT" ("ok BYTES" or the errno name), or RESULT alone for
+an empty NAME.
 
 --stat DISK: the result is followed by the change of DISK's copy_stat
 counters, and a copy that copied something is compared with its source
@@ -49,7 +50,8 @@ cfr.restype = ctypes.c_ssize_t
 cfr.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_longlong),
                 ctypes.c_int, ctypes.POINTER(ctypes.c_longlong),
                 ctypes.c_size_t, ctypes.c_uint]
-MODE = {"r": os.O_RDONLY, "w": os.O_WRONLY, "a": os.O_WRONLY | os.O_APPEND}
+MODE = {"r": os.O_RDONLY, "w": os.O_WRONLY, "a": os.O_WRONLY | os.O_APPEND,
+        "d": os.O_WRONLY | os.O_DSYNC, "s": os.O_WRONLY | os.O_SYNC}
 NAMES = ("offloaded", "split", "emulated", "failed")
 buf = [mmap.mmap(-1, 1 << 20), mmap.mmap(-1, 1 << 20)]
 
