@@ -7,7 +7,7 @@
 # `rep movsb`: QEMU's TCG runs that instruction one step per byte, and glibc
 # picks it from a few KiB up to its non-temporal threshold (~256 KiB here), so
 # the default mode's second copy took 3-12x what vector stores take, and
-# erratically (README, "ublk"). That is the emulator's cost, not the flag's;
+# erratically (docs/performance.md, ublk). That is the emulator's cost, not the flag's;
 # UBLK_SERVER_TUNABLES= (empty) measures glibc as it is.
 UBLK_SERVER_TUNABLES=${UBLK_SERVER_TUNABLES-glibc.cpu.x86_rep_movsb_threshold=1073741824}
 
