@@ -17,9 +17,9 @@ What counts as the tool's list depends on how it prints it (HELP below):
             ("  -s, --src DEV  a source range"; blkcopy, iobench);
   synopsis  usage lines, every -x / --long in them is an option, and
             "-g|--get-data" one option with two spellings (ublkd, whose
-            --help is a command that prints the usage on stderr and exits
-            2; vblk-pt, which has no --help and prints its usage, exit 2,
-            for any command line it does not take).
+            --help prints the usage and exits 0; vblk-pt, which has no
+            --help and prints its usage, exit 2, for any command line it
+            does not take).
 On the page, the option entries are the tag lines of the .TP paragraphs
 between ".SH OPTIONS" and the next .SH (subsections included); text in a
 paragraph's body (e.g. "Also --queues.") is not an entry.
