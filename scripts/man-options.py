@@ -140,24 +140,24 @@ def check(tooldir, path):
     if not have:
         print(f'{page}: no option tags in its OPTIONS section')
         return False
-    ok = True
-    want_flat = set().union(*want)
-    have_flat = set().union(*have)
-    for g in sorted(want - have, key=show):
-        if g <= have_flat:
-            print(f'{page}: {show(g)}: listed together by --help, not in one tag')
-        else:
-            print(f'{page}: {show(g)}: in `{name} --help`, not in the page\'s OPTIONS')
-        ok = False
-    for g in sorted(have - want, key=show):
-        if g <= want_flat:
-            print(f'{page}: {show(g)}: one tag in the page, not one entry of --help')
-        else:
-            print(f'{page}: {show(g)}: in the page\'s OPTIONS, not in `{name} --help`')
-        ok = False
+    ok = report(page, want - have, set().union(*have),
+                'listed together by --help, not in one tag',
+                f"in `{name} --help`, not in the page's OPTIONS")
+    ok &= report(page, have - want, set().union(*want),
+                 'one tag in the page, not one entry of --help',
+                 f"in the page's OPTIONS, not in `{name} --help`")
     if ok:
         print(f'    {os.path.basename(page)}: {len(want)} options, as {name} --help lists them')
     return ok
+
+
+def report(page, extra, other_options, split, missing):
+    """Print each option group of EXTRA, which one side lists and the other
+    does not: as SPLIT when the other side has all its spellings (in other
+    groups), else as MISSING. True when EXTRA is empty."""
+    for g in sorted(extra, key=show):
+        print(f'{page}: {show(g)}: {split if g <= other_options else missing}')
+    return not extra
 
 
 def main():
