@@ -64,8 +64,8 @@ stat_sectors() {
 	read -r -a s < "/sys/block/${1#/dev/}/stat"
 	echo "${s[2]} ${s[6]}"
 }
-mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-mib2() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1048576 }'; }
+# mib BYTES [DECIMALS]: BYTES in MiB, one decimal unless told
+mib() { awk -v b="$1" -v d="${2:-1}" 'BEGIN { printf "%.*f", d, b / 1048576 }'; }
 
 # What the steps leave behind, undone on any exit.
 COPY_Q="" FAB_TGT="" FAB_NET="" UBLK_IDS=()
@@ -335,7 +335,7 @@ fab_copy() {
 	rx=$((${wa% *} - ${wb% *})) tx=$((${wa#* } - ${wb#* }))
 	wire=$((rx + tx))
 	echo "copy: $secs s; across the link: $rx B host->target, $tx B target->host" \
-		"($(mib2 "$wire") MiB for $((FAB_LEN / MiB)) MiB copied)"
+		"($(mib "$wire" 2) MiB for $((FAB_LEN / MiB)) MiB copied)"
 	echo "copy_stat: host ${host#/dev/} $hd; target's ${tgt#/dev/} $td"
 	# (read after the counters: this read crosses the link)
 	sum=$(_copy_sum "$host" "$FAB_DST" "$FAB_LEN")
@@ -343,7 +343,7 @@ fab_copy() {
 	# bytes with their TCP segments: nothing at all means no counting)
 	[ "$wire" -gt 0 ] || bad+=("no bytes counted through fp-tgt")
 	[ $((wire * 16)) -lt "$FAB_LEN" ] ||
-		bad+=("$(mib2 "$wire") MiB crossed the link, not below 1/16 of the $((FAB_LEN / MiB)) MiB copied")
+		bad+=("$(mib "$wire" 2) MiB crossed the link, not below 1/16 of the $((FAB_LEN / MiB)) MiB copied")
 	[ "$hd" = "$want_h" ] || bad+=("host copy_stat $hd, want $want_h")
 	[ "$td" = "$want_t" ] || bad+=("target's device copy_stat $td, want $want_t")
 	[ "$sum" = "$FAB_SUM" ] ||
@@ -354,7 +354,7 @@ fab_copy() {
 		err "$ERR"
 		return
 	fi
-	FAB_RESULT="$((FAB_LEN / MiB)) MiB copied in $secs s, $(mib2 "$wire") MiB crossed the link (1/$((FAB_LEN / wire))), data equal; offloaded by the host ($cmds Copy cmds) and by the target's device (+$cmds)"
+	FAB_RESULT="$((FAB_LEN / MiB)) MiB copied in $secs s, $(mib "$wire" 2) MiB crossed the link (1/$((FAB_LEN / wire))), data equal; offloaded by the host ($cmds Copy cmds) and by the target's device (+$cmds)"
 }
 
 # fab_run TGT: the fabrics step on the target's device TGT (see the
