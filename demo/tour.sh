@@ -7,7 +7,8 @@
 #     compared; a smoke run of the block path against the passthrough.
 #  2. copy offload: 64 MiB copied on the NVMe namespace by the device (NVMe
 #     Copy), then by the kernel (copy_max_bytes 0): time, bytes the guest
-#     moved (disk stat), copy_stat, and both destinations equal the source.
+#     moved (disk stat), copy_stat, and both destinations equal the source;
+#     then an O_DSYNC copy on dm-log-writes, the FLUSH seen in the log.
 #  3. copy offload over NVMe-oF/TCP: that namespace exported by an nvmet
 #     tcp target, connected from a host in another network namespace over
 #     a veth pair (as bench/scenarios/copy-fabrics.sh sets them up); 64 MiB
@@ -287,6 +288,47 @@ print("mssrl=%d mcl=%d msrc=%d" % (ns["mssrl"], ns["mcl"], ns["msrc"]))')
 	copy_run
 	COPY_Q=""
 fi
+
+# durable_run: the durability check of the copy step (issue 46): a 4 MiB
+# copy_file_range() through an O_DSYNC fd and one through a plain fd on
+# dm-log-writes over a null_blk with a volatile write cache, each followed
+# by a mark; the log read back (tests/common/logwrites.py) must show a
+# FLUSH after the O_DSYNC copy's last write and before its mark, and none
+# for the plain copy.
+durable_run() {
+	local check="O_DSYNC copy_file_range 4 MiB on dm-log-writes: FLUSH in the log before the call returned"
+	local data log dm name=$COPY_NULLB_PREFIX-tour entries got_d got_p
+	if ! data=$(_copy_nullb tourdata 32 512 cache_size=32 fua=1) ||
+		! log=$(_copy_nullb tourlog 64 512) ||
+		! modprobe dm_log_writes ||
+		! dmsetup create "$name" --table "0 $(blockdev --getsz "$data") log-writes $data $log"; then
+		fail "$step" "$check" "null_blk or dm-log-writes setup failed"
+		copy_cleanup
+		return
+	fi
+	dm=/dev/$(dmsetup info -c --noheadings -o blkdevname "$name")
+	_copy_fill "$dm" 0 $((4 * MiB))
+	sync "$dm"
+	echo "O_DSYNC|$dm 0 $dm $((8 * MiB)) $((4 * MiB)) 0 rd" | _copy_batch
+	dmsetup message "$name" 0 mark O_DSYNC
+	echo "plain|$dm 0 $dm $((16 * MiB)) $((4 * MiB)) 0 rw" | _copy_batch
+	dmsetup message "$name" 0 mark plain
+	dmsetup remove --retry "$name"
+	entries=$SCRATCH/log-entries
+	/usr/bin/python3 -S "$TESTS_DIR/common/logwrites.py" entries "$log" > "$entries" 2> /dev/null ||
+		{ fail "$step" "$check" "the log cannot be read"; copy_cleanup; return; }
+	got_d=$(_after_last_write "$entries" $((8 * MiB / 512)) 8192 O_DSYNC 2> /dev/null)
+	got_p=$(_after_last_write "$entries" $((16 * MiB / 512)) 8192 plain 2> /dev/null)
+	echo "log: O_DSYNC copy: $got_d; plain copy: $got_p"
+	if [ "$got_d" = "a FLUSH follows the copy's last write, before the mark" ] &&
+		[ "$got_p" = "no write of the copy before the mark" ]; then
+		row "$step" "$check" "FLUSH after the copy's last write, before its mark; the plain copy: none"
+	else
+		fail "$step" "$check" "O_DSYNC: $got_d; plain: $got_p"
+	fi
+	copy_cleanup
+}
+durable_run
 
 # ---------------------------------------------------------------------------
 # 3. copy offload over NVMe-oF/TCP
