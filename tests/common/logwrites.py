@@ -3,11 +3,13 @@
 """logwrites.py: read a dm-log-writes log, replay it, and check what a power
 cut at a point of it would have kept.
 
-    logwrites.py entries LOG
+    logwrites.py entries LOG [--from N]
     logwrites.py boundaries LOG
     logwrites.py replay LOG IMAGE (--to N | --mark NAME) [--weakest]
-    logwrites.py check LOG (--mark NAME --expect FILE)... [--base IMAGE]
+    logwrites.py check LOG ((--mark NAME | --at N) --expect FILE)... [--base IMAGE]
     logwrites.py sweep LOG IMAGE --cmd CMD [--cap N] [--from-mark NAME]
+
+Each takes --scan: read entries past the super block's count (below).
 
 Exit status: 0 done (check: every range durable; sweep: the command held at
 every boundary), 1 a check or sweep found a loss, 2 a bad log or usage.
@@ -62,8 +64,19 @@ A DISCARD is replayed as zeroes: the log holds no data for it, and a
 device may return zeroes or the old data after it; zeroes make a range
 the path still needed show as lost instead of passing on stale bytes.
 
+QEMU's blklogwrites (7.2) logs a write or a flush when the data file has
+done it, appending its entry then, and never a mark; a FUA write becomes a
+write and a flush, and a flush with no write completed since the last one
+is not sent, so not logged. It rewrites the super block at a flush and
+every log-super-update-interval entries, but writes completing together
+can leave an older count there last. --scan reads on past the count while
+the next sector holds an entry, up to an all-zero sector or the end of the
+file: right for a log that was empty when its writer began (vm/run makes
+QEMU's afresh at each boot) and is read while no write is in flight.
+
   entries     one line per entry: index, sector, nr_sectors (units of S),
-              flags, mark name.
+              flags, mark name; --from N: only entries N on (the header
+              line still counts them all).
   boundaries  the FLUSH and FUA entries, with how many entries each makes
               durable.
   replay      apply entries 0..N (--to N, or up to --mark NAME) as logged
@@ -75,7 +88,10 @@ the path still needed show as lost instead of passing on stale bytes.
               leaves them and report each range whose sha256 differs, with
               why: written before the mark but not durable there, logged
               only after the mark, or not in the log with that content.
-              Several marks: a --mark and its --expect each.
+              Several marks: a --mark and its --expect each. --at N
+              instead of a mark is the point after the log's first N
+              entries (a writer without marks: the count read before and
+              after an event lines it up with the log).
   sweep       replay the weakest image to each boundary in turn (after
               --from-mark's mark only) and run CMD (sh -c) with the image's
               path in $IMAGE and the entry in $ENTRY; stop at the first
@@ -85,11 +101,13 @@ the path still needed show as lost instead of passing on stale bytes.
               debug guest); 0 is every boundary.
 """
 import argparse
-import hashlib
 import os
 import struct
-import subprocess
 import sys
+# hashlib (check) and subprocess (sweep) are imported where they are used:
+# loading them (OpenSSL's library among them) is a third of a start's
+# imports, and a test lining steps up with QEMU's log starts "entries"
+# after each step in a debug guest where every file load crosses 9p.
 
 MAGIC = 0x6A736677736872
 SUPER = struct.Struct("<QQQI")
@@ -124,7 +142,7 @@ class Entry:
 class Log:
     """a log opened and read whole (the entries, not their data)"""
 
-    def __init__(self, path):
+    def __init__(self, path, scan=False):
         self.path = path
         try:
             self.f = open(path, "rb")
@@ -141,8 +159,11 @@ class Log:
             raise LogError(f"log version {version}, only 1 is known")
         if ss < 512 or ss > 65536 or ss & (ss - 1):
             raise LogError(f"sector size {ss} in the super block")
-        self.ss, self.entries, pos = ss, [], ss
-        for i in range(n):
+        self.ss, self.entries, pos, i = ss, [], ss, 0
+        while i < n or scan:
+            if i >= n and (pos + ss > size or
+                           not any(self.read(pos, ENTRY.size))):
+                break  # --scan: the end of what was written
             if pos + ss > size:
                 raise LogError(f"truncated: entry {i} of {n} would start at "
                                f"byte {pos}, the log has {size}")
@@ -165,6 +186,7 @@ class Log:
                                f"the log ends {size - pos - ss} bytes after its sector")
             self.entries.append(Entry(i, sector, nr, flags, mark, pos))
             pos += ss + data
+            i += 1
         self.durable_at = self._durable_at()
 
     def read(self, off, n):
@@ -241,7 +263,7 @@ class Image:
 
 def cmd_entries(log, opt):
     print(f"# {log.path}: sector size {log.ss}, {len(log.entries)} entries")
-    for e in log.entries:
+    for e in log.entries[opt.first:]:
         print(e.index, e.sector, e.nr, e.flag_str(), *([e.mark] if e.flags & MARK else []))
 
 
@@ -297,13 +319,27 @@ def rebuild(log, base, off, ln, keep):
         if e.touches() and keep(e):
             for o, b in log.pieces(e, off, off + ln):
                 buf[o - off:o - off + len(b)] = b
+    import hashlib
     return hashlib.sha256(buf).hexdigest()
 
 
+def check_point(log, point):
+    """(what, last, end) of a --mark or --at point: a range is durable there
+    when a boundary at or before entry last makes it so; entries before
+    end were written before it"""
+    kind, v = point
+    if kind == "mark":
+        m = log.find_mark(v)
+        return f"mark {v}", m, m
+    if not 0 <= v <= len(log.entries):
+        raise LogError(f"{log.path}: --at {v}: the log has {len(log.entries)} entries")
+    return f"{v} entries", v - 1, v
+
+
 def cmd_check(log, opt):
-    if len(opt.mark) != len(opt.expect):
-        raise LogError("check: each --mark needs its --expect, in order")
-    pairs = [(log.find_mark(n), n, read_expect(f)) for n, f in zip(opt.mark, opt.expect)]
+    if not opt.points or len(opt.points) != len(opt.expect):
+        raise LogError("check: each --mark or --at needs its --expect, in order")
+    pairs = [check_point(log, p) + (read_expect(f),) for p, f in zip(opt.points, opt.expect)]
     base = None
     if opt.base:
         try:
@@ -311,20 +347,21 @@ def cmd_check(log, opt):
         except OSError as e:
             raise LogError(f"{opt.base}: {e.strerror}")
     bad = 0
-    for m, name, ranges in pairs:
+    for name, last, end, ranges in pairs:
+        point = "mark" if name.startswith("mark") else "point"
         for off, ln, sha in ranges:
             what = f"{off}+{ln}"
-            if rebuild(log, base, off, ln, lambda e: log.durable(e.index, m)) == sha:
-                print(f"{what}: durable at mark {name}")
+            if rebuild(log, base, off, ln, lambda e: log.durable(e.index, last)) == sha:
+                print(f"{what}: durable at {name}")
                 continue
             bad += 1
-            if rebuild(log, base, off, ln, lambda e: e.index < m) == sha:
-                why = "written before the mark, but no FLUSH after it and not FUA"
+            if rebuild(log, base, off, ln, lambda e: e.index < end) == sha:
+                why = f"written before the {point}, but no FLUSH after it and not FUA"
             elif rebuild(log, base, off, ln, lambda e: True) == sha:
-                why = "logged only after the mark"
+                why = f"logged only after the {point}"
             else:
                 why = "not in the log with that content"
-            print(f"{what}: NOT durable at mark {name}: {why}")
+            print(f"{what}: NOT durable at {name}: {why}")
     return 1 if bad else 0
 
 
@@ -359,6 +396,7 @@ def cmd_sweep(log, opt):
         img.sync()
         prev = b
         env = dict(os.environ, IMAGE=opt.image, ENTRY=str(b))
+        import subprocess
         rc = subprocess.run(opt.cmd, shell=True, env=env).returncode
         what = f"entry {b} {log.entries[b].flag_str()}"
         if rc:
@@ -375,6 +413,8 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("entries", help="one line per entry")
     p.add_argument("log")
+    p.add_argument("--from", dest="first", type=int, default=0, metavar="N",
+                   help="only the entries from index N on")
     p = sub.add_parser("boundaries", help="the FLUSH and FUA entries")
     p.add_argument("log")
     p = sub.add_parser("replay", help="apply entries to an image")
@@ -387,7 +427,11 @@ def main(argv=None):
                    help="only the entries durable at that point")
     p = sub.add_parser("check", help="expected ranges durable at a mark")
     p.add_argument("log")
-    p.add_argument("--mark", required=True, action="append", metavar="NAME")
+    p.add_argument("--mark", dest="points", action="append", metavar="NAME",
+                   type=lambda v: ("mark", v))
+    p.add_argument("--at", dest="points", action="append", metavar="N",
+                   type=lambda v: ("at", int(v)),
+                   help="the point after the first N entries, instead of a mark")
     p.add_argument("--expect", required=True, action="append", metavar="FILE")
     p.add_argument("--base", metavar="IMAGE",
                    help="the device before logging began (default: zeroes)")
@@ -398,11 +442,14 @@ def main(argv=None):
     p.add_argument("--cap", type=int, default=16, metavar="N",
                    help="at most N boundaries, 0 all (default 16)")
     p.add_argument("--from-mark", metavar="NAME")
+    for p in sub.choices.values():
+        p.add_argument("--scan", action="store_true",
+                       help="read entries past the super block's count")
     opt = ap.parse_args(argv)
     run = {"entries": cmd_entries, "boundaries": cmd_boundaries,
            "replay": cmd_replay, "check": cmd_check, "sweep": cmd_sweep}
     try:
-        log = Log(opt.log)
+        log = Log(opt.log, opt.scan)
     except LogError as e:
         print(f"logwrites.py: {opt.log}: {e}", file=sys.stderr)
         return 2

@@ -30,6 +30,10 @@
  *                                           while the namespace is removed
  *                                           and created again; probe it on
  *                                           each "probe" line of stdin
+ *   userq-check steps NG FILE               writes from FILE and Flushes on
+ *                                           an attached queue, one per line
+ *                                           of stdin, so that the caller can
+ *                                           look at the device between them
  *   userq-check head NG BLOCKDEV            a multipath head's char device:
  *                                           attach refused (EOPNOTSUPP),
  *                                           NVME_URING_CMD_IO_UQ commands
@@ -73,6 +77,7 @@
 #define NVME_URING_CMD_IO_UQ	_IOWR('N', 0x92, struct nvme_uring_cmd)
 #endif
 
+#define NVME_CMD_FLUSH	0x00
 #define NVME_CMD_WRITE	0x01
 #define NVME_CMD_READ	0x02
 #define MAX_XFER	(512 << 10)
@@ -2312,6 +2317,7 @@ static void usage(void)
 		"       userq-check hold SECONDS /dev/ngXnY\n"
 		"       userq-check pin /dev/ngXnY   (waits for a signal)\n"
 		"       userq-check stale /dev/ngXnY   (probes on each \"probe\" line of stdin)\n"
+		"       userq-check steps /dev/ngXnY FILE   (\"write OFF LEN\" or \"flush\" on each line of stdin)\n"
 		"       userq-check format /dev/ngXnY /dev/nvmeXnY   (erases the namespace)\n"
 		"       userq-check try-attach /dev/ngXnY   (prints the attach's result)\n"
 		"       userq-check -l\n");
@@ -2591,6 +2597,94 @@ static int stale(void)
 	return EXIT_PASS;
 }
 
+/*
+ * Writes and Flushes on an attached queue, one step per line of stdin, for
+ * a caller that looks at the device between them (tests/userq/016 reads
+ * QEMU's log of the namespace's writes after each):
+ *   "write OFF LEN"  puts bytes [OFF, OFF + LEN) of FILE at the same place
+ *                    of the namespace as Writes of 64 KiB, all in flight at
+ *                    once, and returns when every one has completed;
+ *   "flush"          sends one Flush of the namespace.
+ * Each command is NVME_URING_CMD_IO_UQ; the line printed for a step says
+ * its first non-zero result, or 0 and whether every command of it went on
+ * the queue: user_queue_cmds must grow by their number and the ring's
+ * Fallbacks not at all ("write OFF LEN: 0, on the queue"; "flush: 0, 1
+ * fell back"). A bad line ends it (exit 2); the end of stdin ends the ring.
+ */
+#define STEP_CHUNK	(64 << 10)
+
+static int steps(const char *file)
+{
+	char *buf = xalloc((size_t)DEPTH * STEP_CHUNK), line[128], what[64];
+	unsigned long long off, len;
+	struct io_uring ring;
+	long cmds, falls;
+	unsigned int n, i;
+	int ffd, res, ret, sent;
+
+	ffd = open(file, O_RDONLY);
+	if (ffd < 0) {
+		fprintf(stderr, "userq-check: %s: %s\n", file, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (attach_ring(&ring, "steps"))
+		return EXIT_FAIL;
+	while (fgets(line, sizeof(line), stdin)) {
+		cmds = sysfs_num("user_queue_cmds");
+		falls = fdinfo_num(&ring, FALLBACKS);
+		if (!strcmp(line, "flush\n")) {
+			struct io_uring_sqe *sqe = uring_cmd_sqe(&ring, ng_fd,
+								 NVME_URING_CMD_IO_UQ);
+			struct nvme_uring_cmd *cmd = (struct nvme_uring_cmd *)sqe->cmd;
+
+			cmd->opcode = NVME_CMD_FLUSH;
+			cmd->nsid = nsid;
+			snprintf(what, sizeof(what), "flush");
+			n = 1;
+		} else if (sscanf(line, "write %llu %llu", &off, &len) == 2 &&
+			   len && len % STEP_CHUNK == 0 && off % lba == 0 &&
+			   len <= (unsigned long long)DEPTH * STEP_CHUNK &&
+			   pread(ffd, buf, len, (off_t)off) == (ssize_t)len) {
+			n = len / STEP_CHUNK;
+			for (i = 0; i < n; i++)
+				queue_io(&ring, true, off + (uint64_t)i * STEP_CHUNK,
+					 buf + (size_t)i * STEP_CHUNK, STEP_CHUNK,
+					 true, -1, i);
+			snprintf(what, sizeof(what), "write %llu %llu", off, len);
+		} else {
+			fprintf(stderr, "userq-check: steps: not \"flush\" nor \"write OFF LEN\" (64 KiB multiples of FILE, at most %u): %s",
+				DEPTH * STEP_CHUNK, line);
+			return EXIT_USAGE;
+		}
+		/* every command in flight together; reaped only then */
+		res = 0;
+		sent = io_uring_submit(&ring);
+		if (sent != (int)n)
+			res = sent < 0 ? sent : -EAGAIN;
+		for (i = 0; (int)i < sent; i++) {
+			ret = wait_one(&ring, NULL);
+			if (ret && !res)
+				res = ret;
+		}
+		if (res) {
+			printf("%s: %d\n", what, res);
+		} else {
+			cmds = sysfs_num("user_queue_cmds") - cmds;
+			falls = fdinfo_num(&ring, FALLBACKS) - falls;
+			if (cmds == n && !falls)
+				printf("%s: 0, on the queue\n", what);
+			else
+				printf("%s: 0, %ld fell back, %ld of %u on user queues\n",
+				       what, falls, cmds, n);
+		}
+		fflush(stdout);
+	}
+	io_uring_queue_exit(&ring);
+	close(ffd);
+	free(buf);
+	return EXIT_PASS;
+}
+
 int main(int argc, char **argv)
 {
 	const char *only[ARRAY_SIZE(cases)];
@@ -2610,6 +2704,10 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "stale")) {
 		ret = open_ng(argv[2]);
 		return ret ? ret : stale();
+	}
+	if (argc == 4 && !strcmp(argv[1], "steps")) {
+		ret = open_ng(argv[2]);
+		return ret ? ret : steps(argv[3]);
 	}
 	if (argc == 3 && !strcmp(argv[1], "pin")) {
 		ret = open_ng(argv[2]);
