@@ -44,13 +44,26 @@ the data is on stable media, not when the write completes.
     at the removal: read the log after a mark or a removal. A write of the
     log device that failed turns logging off ("logging_disabled" in
     `dmsetup status`); a log read then is short of what happened.
-So every write dm-log-writes logs before a FLUSH entry is durable at it.
-Another writer of the format (QEMU's blklogwrites) need not hold writes
-back until a flush; the rule here holds either way:
+  - It logs a write or a flush whether or not it failed on the data
+    device (its end_io ignores the error): fail I/O above dm-log-writes
+    (make-it-fail on the dm disk), never below it, or the log claims
+    writes that never landed.
+So every write dm-log-writes logs before a FLUSH entry is durable at it,
+for I/O that succeeded. Another writer of the format (QEMU's blklogwrites)
+need not hold writes back until a flush; the rule here holds either way:
 
   Entry i is durable at entry p (i <= p) when it has FUA, or a FLUSH entry
   j with i < j <= p follows it. A FLUSH entry's own data (hand-made logs)
   comes after its flush: durable only with FUA.
+
+Two limits of reading durability from the order of a log: QEMU logs a
+write when its data file has done it and a FLUSH when the file's flush
+has returned, so a write logged before a FLUSH may have overlapped that
+flush (the tests complete their writes before they issue the flush, and
+cannot catch a flush that overtakes writes); and replay is in log order,
+not completion order, so a FUA write logged ahead of an older unflushed
+write to the same sectors (logged at the next FLUSH) is replayed under
+it: a false loss, never a false pass.
 
 The weakest power cut at p keeps the durable entries only: the image it
 leaves is the base (the device as it was when logging began: zeroes, or
