@@ -6,12 +6,12 @@
  *   -f|--file PATH  the backing file or block device (required)
  *   --offset BYTES  the device's data starts that far into the backing
  *                   (default 0); a multiple of the device's logical block
- *   --size SIZE     a regular file: create or resize it to the offset
- *                   plus SIZE first (add only: recover opens the file as
- *                   it is, and refuses one that is missing or no longer
- *                   the device's size); a block device: use SIZE of it,
- *                   which must fit behind the offset. Default: all of the
- *                   backing after the offset
+ *   --size SIZE     the device is SIZE of the backing behind the offset;
+ *                   a regular file shorter than the offset plus SIZE is
+ *                   created or grown to it first (add only: recover opens
+ *                   the file as it is, and refuses one that is missing or
+ *                   too short), never shrunk; a block device must hold
+ *                   it. Default: all of the backing after the offset
  *   --buffered      no O_DIRECT (it is used whenever the backing allows)
  *
  * FLUSH is fdatasync, FUA a RWF_DSYNC write. On a regular file DISCARD
@@ -213,11 +213,19 @@ static int loop_init(struct ublkd_dev *dev)
 					  (unsigned long long)t->size);
 				return -EINVAL;
 			}
-			backing = t->offset + t->size;
-			if (ftruncate(t->fd, backing)) {
-				ublkd_log("loop: resizing %s: %s\n", t->path,
-					  strerror(errno));
-				return -errno;
+			/*
+			 * Grow or create, never shrink: a larger file keeps
+			 * what lies past offset + SIZE (an image exposed in
+			 * part, or grown since), also when the add fails
+			 * after this (init runs before ADD_DEV).
+			 */
+			if (backing < t->offset + t->size) {
+				backing = t->offset + t->size;
+				if (ftruncate(t->fd, backing)) {
+					ublkd_log("loop: growing %s: %s\n", t->path,
+						  strerror(errno));
+					return -errno;
+				}
 			}
 		}
 	} else {
@@ -249,7 +257,7 @@ static int loop_init(struct ublkd_dev *dev)
 		return -EINVAL;
 	}
 	dev->size = backing - t->offset;
-	if (t->bdev && t->size) {
+	if (t->size) {
 		if (t->size > dev->size) {
 			ublkd_log("loop: --size %llu does not fit in %s after --offset %llu (%llu bytes there)\n",
 				  (unsigned long long)t->size, t->path,
