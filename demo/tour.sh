@@ -293,11 +293,11 @@ fi
 # copy_file_range() through an O_DSYNC fd and one through a plain fd on
 # dm-log-writes over a null_blk with a volatile write cache, each followed
 # by a mark; the log read back (tests/common/logwrites.py) must show a
-# FLUSH after the O_DSYNC copy's last write and before its mark, and none
-# for the plain copy.
+# FLUSH after the O_DSYNC copy's last write and before its mark, the whole
+# copy durable at the mark, and nothing of the plain copy.
 durable_run() {
 	local check="O_DSYNC copy_file_range 4 MiB on dm-log-writes: FLUSH in the log before the call returned"
-	local data log dm name=$COPY_NULLB_PREFIX-tour entries got_d got_p
+	local data log dm name=$COPY_NULLB_PREFIX-tour entries got_d got_c got_p
 	if ! data=$(_copy_nullb tourdata 32 512 cache_size=32 fua=1) ||
 		! log=$(_copy_nullb tourlog 64 512) ||
 		! modprobe dm_log_writes ||
@@ -309,6 +309,7 @@ durable_run() {
 	dm=/dev/$(dmsetup info -c --noheadings -o blkdevname "$name")
 	_copy_fill "$dm" 0 $((4 * MiB))
 	sync "$dm"
+	echo "$((8 * MiB)) $((4 * MiB)) $(_copy_sum "$dm" 0 $((4 * MiB)))" > "$SCRATCH/dsync.expect"
 	echo "O_DSYNC|$dm 0 $dm $((8 * MiB)) $((4 * MiB)) 0 rd" | _copy_batch
 	dmsetup message "$name" 0 mark O_DSYNC
 	echo "plain|$dm 0 $dm $((16 * MiB)) $((4 * MiB)) 0 rw" | _copy_batch
@@ -319,12 +320,17 @@ durable_run() {
 		{ fail "$step" "$check" "the log cannot be read"; copy_cleanup; return; }
 	got_d=$(_after_last_write "$entries" $((8 * MiB / 512)) 8192 O_DSYNC 2> /dev/null)
 	got_p=$(_after_last_write "$entries" $((16 * MiB / 512)) 8192 plain 2> /dev/null)
-	echo "log: O_DSYNC copy: $got_d; plain copy: $got_p"
+	# and the whole copy, rebuilt as the weakest power cut at the mark
+	# leaves it, is the source
+	got_c=$(/usr/bin/python3 -S "$TESTS_DIR/common/logwrites.py" check "$log" \
+		--mark O_DSYNC --expect "$SCRATCH/dsync.expect" 2>&1)
+	echo "log: O_DSYNC copy: $got_d ($got_c); plain copy: $got_p"
 	if [ "$got_d" = "a FLUSH follows the copy's last write, before the mark" ] &&
+		[ "$got_c" = "$((8 * MiB))+$((4 * MiB)): durable at mark O_DSYNC" ] &&
 		[ "$got_p" = "no write of the copy before the mark" ]; then
 		row "$step" "$check" "FLUSH after the copy's last write, before its mark; the plain copy: none"
 	else
-		fail "$step" "$check" "O_DSYNC: $got_d; plain: $got_p"
+		fail "$step" "$check" "O_DSYNC: $got_d; $got_c; plain: $got_p"
 	fi
 	copy_cleanup
 }
