@@ -301,12 +301,11 @@ durable_run() {
 	if ! data=$(_copy_nullb tourdata 32 512 cache_size=32 fua=1) ||
 		! log=$(_copy_nullb tourlog 64 512) ||
 		! modprobe dm_log_writes ||
-		! dmsetup create "$name" --table "0 $(blockdev --getsz "$data") log-writes $data $log"; then
+		! dm=$(_copy_logwrites tour "$data" "$log"); then
 		fail "$step" "$check" "null_blk or dm-log-writes setup failed"
 		copy_cleanup
 		return
 	fi
-	dm=/dev/$(dmsetup info -c --noheadings -o blkdevname "$name")
 	_copy_fill "$dm" 0 $((4 * MiB))
 	sync "$dm"
 	echo "$((8 * MiB)) $((4 * MiB)) $(_copy_sum "$dm" 0 $((4 * MiB)))" > "$SCRATCH/dsync.expect"
