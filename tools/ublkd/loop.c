@@ -257,7 +257,12 @@ static int loop_init(struct ublkd_dev *dev)
 		return -EINVAL;
 	}
 	dev->size = backing - t->offset;
-	if (t->size) {
+	/*
+	 * On recover a backing now too short for SIZE is left at its size:
+	 * the core compares it with the device's and refuses the recover
+	 * as onto a resized backend, which says what happened.
+	 */
+	if (t->size && !(dev->recovering && t->size > dev->size)) {
 		if (t->size > dev->size) {
 			ublkd_log("loop: --size %llu does not fit in %s after --offset %llu (%llu bytes there)\n",
 				  (unsigned long long)t->size, t->path,
