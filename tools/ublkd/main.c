@@ -117,6 +117,7 @@ static int unsigned_start(const char *s)
  * binary suffix k, m, g or t, nothing around it. 0, -EINVAL when it has
  * another form, -ERANGE when it is negative or does not fit in 64 bits
  * (strtoull alone takes "-4096" as 2^64 - 4096, and a shift overflows).
+ * A leading 0 is not octal: "0100M" is 100 MiB, as anyone typing it means.
  */
 int ublkd_parse_size(const char *s, uint64_t *val)
 {
@@ -128,7 +129,7 @@ int ublkd_parse_size(const char *s, uint64_t *val)
 	if (ret)
 		return ret;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
 	if (errno == ERANGE)
 		return -ERANGE;
 	if (errno || end == s)
@@ -625,14 +626,15 @@ static const struct ublkd_tgt_ops *find_target(const char *name)
 	return NULL;
 }
 
+/*
+ * A device id, queue count or depth: decimal, so that "-n 010" is device
+ * 10 (strtol's base 0 read it as octal 8, and "0x10" as 16).
+ */
 static int parse_int(const char *s, const char *what, int min, int max)
 {
-	char *end;
-	long v;
+	unsigned long v;
 
-	errno = 0;
-	v = strtol(s, &end, 0);
-	if (errno || *end || end == s || v < min || v > max)
+	if (ublkd_parse_uint(s, min, max, &v))
 		die_usage("bad %s '%s' (%d..%d)\n", what, s, min, max);
 	return v;
 }
