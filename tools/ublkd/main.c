@@ -1031,9 +1031,25 @@ void ublkd_queue_done(struct ublkd_dev *dev)
 	pthread_mutex_unlock(&done_lock);
 }
 
+/* Whether every queue thread has ended (its SIGUSR1 is not a stray one). */
+static bool queues_done(struct ublkd_dev *dev)
+{
+	bool done;
+
+	pthread_mutex_lock(&done_lock);
+	done = nr_done == dev->nr_queues;
+	pthread_mutex_unlock(&done_lock);
+	return done;
+}
+
 /*
  * The daemon, after the queues run: wait until every queue ended (the
  * device was stopped) or a signal asks to stop and delete the device.
+ * SIGUSR1 ends the wait only when the queues sent it: one from anyone
+ * else used to leave the daemon in pthread_join() with SIGTERM blocked,
+ * its device impossible to stop but by ublkd del. A STOP_DEV that fails
+ * (the driver refused it) leaves the device running, so the next signal
+ * tries again rather than being ignored as a repeat.
  */
 static int daemon_wait(struct ublkd_dev *dev, sigset_t *set)
 {
@@ -1043,15 +1059,21 @@ static int daemon_wait(struct ublkd_dev *dev, sigset_t *set)
 	for (;;) {
 		if (sigwait(set, &sig))
 			continue;
-		if (sig == SIGUSR1)
-			break;
+		if (sig == SIGUSR1) {
+			if (queues_done(dev))
+				break;
+			ublkd_log("ignoring a SIGUSR1 the queues did not send\n");
+			continue;
+		}
 		if (!deleting) {
 			ublkd_log("signal %d: stopping the device\n", sig);
 			ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_STOP_DEV,
 				       dev->info.dev_id, NULL, 0, 0);
 			if (ret)
-				ublkd_log("STOP_DEV: %s\n", strerror(-ret));
-			deleting = true;
+				ublkd_log("STOP_DEV: %s; the device still runs, another signal tries again\n",
+					  strerror(-ret));
+			else
+				deleting = true;
 		}
 	}
 	ublkd_join_queues(dev);
