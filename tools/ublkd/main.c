@@ -1292,6 +1292,21 @@ del:
 	return 1;
 }
 
+/*
+ * In the daemon: close every fd above stderr that it did not open itself
+ * for its work, @a and @b (the control device and the pipe to add).
+ */
+static void close_inherited(int a, int b)
+{
+	int lo = a < b ? a : b, hi = a < b ? b : a;
+
+	if (lo > 3)
+		close_range(3, lo - 1, 0);
+	if (hi > lo + 1)
+		close_range(lo + 1, hi - 1, 0);
+	close_range(hi + 1, ~0U, 0);
+}
+
 /* Fork the daemon, wait until it says the device is live, print it. */
 static int spawn(struct ublkd_dev *dev, int argc, char **argv, bool recover)
 {
@@ -1310,6 +1325,8 @@ static int spawn(struct ublkd_dev *dev, int argc, char **argv, bool recover)
 	pid = fork();
 	if (pid < 0) {
 		ublkd_log("fork: %s\n", strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
 		return 1;
 	}
 	if (pid == 0) {
@@ -1320,6 +1337,14 @@ static int spawn(struct ublkd_dev *dev, int argc, char **argv, bool recover)
 		 * to a test would never see EOF). */
 		if (!freopen("/dev/null", "w", stdout))
 			_exit(1);
+		/*
+		 * Nor its working directory (a filesystem that could not be
+		 * unmounted while the device lives) or any other fd it was
+		 * started with: every path it uses is absolute by now.
+		 */
+		if (chdir("/"))
+			_exit(1);
+		close_inherited(dev->ctrl_fd, pfd[1]);
 		_exit(run_daemon(dev, argc, argv, recover, pfd[1]));
 	}
 	close(pfd[1]);
