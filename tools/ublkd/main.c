@@ -962,6 +962,49 @@ static void set_basic_params(struct ublkd_dev *dev)
 	b->dev_sectors = dev->size >> SECTOR_SHIFT;
 }
 
+/*
+ * recover: the device keeps the parameters add gave it (nothing sets them
+ * again), so a new server must agree with them, not only with its size:
+ * a backend whose O_DIRECT block grew, saved arguments that no longer
+ * match the device (a data mode the driver does not use for it would
+ * hand the driver wrong buffers), a different --read-only. 1 after
+ * saying what differs.
+ */
+static int recover_mismatch(struct ublkd_dev *dev)
+{
+	const uint64_t mode_flags = UBLK_F_NEED_GET_DATA | UBLK_F_USER_COPY |
+		UBLK_F_USER_RECOVERY | UBLK_F_USER_RECOVERY_REISSUE |
+		UBLK_F_UNPRIVILEGED_DEV;
+	const struct ublk_param_basic *was = &dev->recover_basic;
+	const uint32_t attrs = UBLK_ATTR_READ_ONLY | UBLK_ATTR_VOLATILE_CACHE |
+		UBLK_ATTR_FUA;
+	uint64_t flags = (dev->flags ^ dev->info.flags) & mode_flags;
+	uint32_t now_attrs;
+
+	if (flags) {
+		ublkd_log("the saved arguments ask for flags 0x%llx, the device has 0x%llx (they differ in 0x%llx): refusing to recover\n",
+			  (unsigned long long)(dev->flags & mode_flags),
+			  (unsigned long long)(dev->info.flags & mode_flags),
+			  (unsigned long long)flags);
+		return 1;
+	}
+	if (1U << was->logical_bs_shift != dev->lbs ||
+	    1U << was->physical_bs_shift != dev->pbs) {
+		ublkd_log("the device has logical/physical block sizes %u/%u, the backend (%s) now gives %u/%u: refusing to recover\n",
+			  1U << was->logical_bs_shift, 1U << was->physical_bs_shift,
+			  dev->tgt_desc, dev->lbs, dev->pbs);
+		return 1;
+	}
+	now_attrs = dev->params.basic.attrs |
+		(dev->read_only ? UBLK_ATTR_READ_ONLY : 0);
+	if ((now_attrs ^ was->attrs) & attrs) {
+		ublkd_log("the device has attributes 0x%x, the backend (%s) now gives 0x%x: refusing to recover\n",
+			  was->attrs & attrs, dev->tgt_desc, now_attrs & attrs);
+		return 1;
+	}
+	return 0;
+}
+
 static int open_cdev(struct ublkd_dev *dev)
 {
 	char path[64];
@@ -1157,6 +1200,8 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 			  (unsigned long long)dev->recover_size);
 		return 1;
 	}
+	if (recover && recover_mismatch(dev))
+		return 1;
 
 	if (!recover) {
 		struct ublksrv_ctrl_dev_info *info = &dev->info;
@@ -1800,12 +1845,22 @@ static int cmd_recover(int argc, char **argv)
 		return 1;
 	}
 	dev.recover_size = params.basic.dev_sectors << SECTOR_SHIFT;
+	dev.recover_basic = params.basic;
 	/* The driver's view wins over the saved arguments. */
 	ret = get_info(dev.ctrl_fd, id, &dev.info);
 	if (ret) {
 		ublkd_log("device %d: GET_DEV_INFO: %s\n", id, strerror(-ret));
 		return 1;
 	}
+	/*
+	 * Before the target's init sees them: nbd makes one connection per
+	 * queue there, and one fewer than the device's queues failed the
+	 * last queue's setup (and a saved -q above what the driver gave
+	 * opened connections for queues that do not exist).
+	 */
+	dev.nr_queues = dev.info.nr_hw_queues;
+	dev.depth = dev.info.queue_depth;
+	dev.max_io_bytes = dev.info.max_io_buf_bytes;
 	if (dev.info.state == UBLK_S_DEV_LIVE && wait_quiesced(&dev))
 		return 1;
 	if (dev.info.state != UBLK_S_DEV_QUIESCED) {

@@ -164,6 +164,7 @@ struct ublkd_dev {
 	bool unprivileged;		/* --unprivileged: UBLK_F_UNPRIVILEGED_DEV */
 	bool recovering;		/* ublkd recover: never create or resize */
 	uint64_t recover_size;		/* recover: the device's size, bytes */
+	struct ublk_param_basic recover_basic;	/* recover: the device's */
 	uint64_t size;			/* bytes, set by the target */
 	/*
 	 * Block sizes. lbs and pbs are what --logical-block-size and
