@@ -72,6 +72,10 @@ static struct loop_tgt *loop_of(struct ublkd_dev *dev)
 {
 	if (!dev->tgt)
 		dev->tgt = calloc(1, sizeof(struct loop_tgt));
+	if (!dev->tgt) {
+		ublkd_log("loop: out of memory\n");
+		exit(1);
+	}
 	return dev->tgt;
 }
 
@@ -298,10 +302,11 @@ static int loop_init_queue(struct ublkd_queue *q)
 
 	if (!lq)
 		return -ENOMEM;
+	/* set first: loop_deinit_queue() frees it when the next fails */
+	q->tgt = lq;
 	lq->done = calloc(q->depth, sizeof(*lq->done));
 	if (!lq->done)
 		return -ENOMEM;
-	q->tgt = lq;
 	return 0;
 }
 

@@ -54,17 +54,26 @@
 static const struct ublkd_tgt_ops *targets[] = { &tgt_null, &tgt_loop, &tgt_nbd };
 static int log_dev_id = -1;
 
+/*
+ * One message, formatted whole and handed to stdio in one call: the queue
+ * threads log too, and a prefix and a message written apart (stderr is
+ * unbuffered until the log is redirected) interleaved with another
+ * thread's line. A line longer than the buffer is cut.
+ */
 void ublkd_log(const char *fmt, ...)
 {
+	char line[1024];
 	va_list ap;
+	int off;
 
 	if (log_dev_id >= 0)
-		fprintf(stderr, "ublkd[%d]: ", log_dev_id);
+		off = snprintf(line, sizeof(line), "ublkd[%d]: ", log_dev_id);
 	else
-		fputs("ublkd: ", stderr);
+		off = snprintf(line, sizeof(line), "ublkd: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(line + off, sizeof(line) - off, fmt, ap);
 	va_end(ap);
+	fputs(line, stderr);
 }
 
 /* The synopsis and the targets' options: ublkd(8) lists the same. */
@@ -230,14 +239,23 @@ static int raw_cmd(int ctrl_fd, unsigned int op, int dev_id, void *buf,
 	/* the 80-byte command area of an SQE128 slot */
 	memcpy((char *)sqe + offsetof(struct io_uring_sqe, addr3), &cmd,
 	       sizeof(cmd));
+	/*
+	 * A failed submit leaves the SQE in the ring, and a failed wait its
+	 * CQE: the next command would send this one again, or read its
+	 * answer as its own. Start the next one on a fresh ring.
+	 */
 	ret = io_uring_submit(&ring);
-	if (ret < 0)
+	if (ret < 0) {
+		ctrl_ring_reset();
 		return ret;
+	}
 	do {
 		ret = io_uring_wait_cqe(&ring, &cqe);
 	} while (ret == -EINTR);
-	if (ret < 0)
+	if (ret < 0) {
+		ctrl_ring_reset();
 		return ret;
+	}
 	ret = cqe->res;
 	io_uring_cqe_seen(&ring, cqe);
 	return ret;
@@ -774,13 +792,22 @@ static void parse_add(struct ublkd_dev *dev, int argc, char **argv)
 			dev->depth = parse_int(optarg, "queue depth", 1,
 					       UBLKD_MAX_DEPTH);
 			break;
-		case 'b':
-			if (ublkd_parse_size(optarg, &v) || v < 4096 ||
-			    v > (1U << UBLK_IO_BUF_BITS) || (v & 4095))
-				die_usage("bad max I/O size '%s' (4k..32M, 4k multiple)\n",
-					  optarg);
+		case 'b': {
+			/*
+			 * The driver rounds max_io_buf_bytes down to a page
+			 * (ublk_align_max_io_size()): with 64 KiB pages "-b 4k"
+			 * would be 0 and "-b 68k" 64k. A multiple of the page
+			 * is what the device gets.
+			 */
+			unsigned long pg = sysconf(_SC_PAGESIZE);
+
+			if (ublkd_parse_size(optarg, &v) || v < pg ||
+			    v > (1U << UBLK_IO_BUF_BITS) || (v % pg))
+				die_usage("bad max I/O size '%s' (%luk..32M, a multiple of the page size, %lu)\n",
+					  optarg, pg >> 10, pg);
 			dev->max_io_bytes = v;
 			break;
+		}
 		case 'g':
 			if (dev->mode == MODE_USER_COPY)
 				die_usage("--get-data and --user-copy exclude each other\n");
@@ -1234,6 +1261,12 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 		if ((info->flags & dev->flags) != dev->flags) {
 			ublkd_log("the driver dropped flags 0x%llx\n",
 				  (unsigned long long)(dev->flags & ~info->flags));
+			goto del;
+		}
+		/* The target sized its discard limits and buffers for it. */
+		if (info->max_io_buf_bytes != dev->max_io_bytes) {
+			ublkd_log("the driver made the largest request %u bytes, not the %u asked for (-b)\n",
+				  info->max_io_buf_bytes, dev->max_io_bytes);
 			goto del;
 		}
 	} else {

@@ -164,6 +164,10 @@ static struct nbd_tgt *nbd_of(struct ublkd_dev *dev)
 
 	if (!t) {
 		t = calloc(1, sizeof(*t));
+		if (!t) {
+			ublkd_log("nbd: out of memory\n");
+			exit(1);
+		}
 		t->host = "127.0.0.1";
 		t->port = "10809";
 		t->export = "";

@@ -36,6 +36,10 @@ static struct null_tgt *null_of(struct ublkd_dev *dev)
 {
 	if (!dev->tgt)
 		dev->tgt = calloc(1, sizeof(struct null_tgt));
+	if (!dev->tgt) {
+		ublkd_log("null: out of memory\n");
+		exit(1);
+	}
 	return dev->tgt;
 }
 
@@ -103,10 +107,11 @@ static int null_init_queue(struct ublkd_queue *q)
 	pool = calloc(q->depth, sizeof(*pool));
 	if (!pool)
 		return -ENOMEM;
+	/* set first: null_deinit_queue() frees what was allocated */
+	q->tgt = pool;
 	for (i = 0; i < q->depth; i++)
 		if (posix_memalign(&pool[i], 4096, q->dev->max_io_bytes))
 			return -ENOMEM;
-	q->tgt = pool;
 	return 0;
 }
 
@@ -122,7 +127,11 @@ static void null_deinit_queue(struct ublkd_queue *q)
 	free(pool);
 }
 
-/* The target's own place for the data of @iod. */
+/*
+ * The target's own place for the data of @iod; NULL (the slot's buffer)
+ * for a range outside the store, which null_queue_io() then fails: in
+ * the GET_DATA mode the driver copies into what this returns first.
+ */
 static void *null_own(struct ublkd_queue *q, int tag,
 		      const struct ublksrv_io_desc *iod)
 {
@@ -131,7 +140,8 @@ static void *null_own(struct ublkd_queue *q, int tag,
 	if (!t->memcpy)
 		return NULL;
 	if (t->store)
-		return t->store + iod_off(iod);
+		return iod_off(iod) + iod_len(iod) > t->size ? NULL :
+			t->store + iod_off(iod);
 	return ((void **)q->tgt)[tag];
 }
 

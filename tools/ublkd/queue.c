@@ -41,13 +41,33 @@ static off_t user_copy_pos(int q_id, int tag)
 		((off_t)q_id << UBLK_QID_OFF | (off_t)tag << UBLK_TAG_OFF);
 }
 
+/*
+ * An SQE, never NULL: every caller fills it at once. When the SQ ring is
+ * full its entries are submitted; a submit that takes none (-EAGAIN,
+ * -EBUSY, -EINTR: the kernel could not allocate, or has completions to
+ * hand back first) is retried for up to a second, and after that the
+ * daemon exits, saying so, as when the ring itself fails: the driver ends
+ * the device's I/O (or quiesces it, with recovery). Callers used to
+ * dereference the NULL that the second io_uring_get_sqe() could return.
+ */
 struct io_uring_sqe *ublkd_get_sqe(struct ublkd_queue *q)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+	int ret = 0, i;
 
-	if (!sqe) {
-		io_uring_submit(&q->ring);
+	for (i = 0; !sqe && i < 1000; i++) {
+		ret = io_uring_submit(&q->ring);
 		sqe = io_uring_get_sqe(&q->ring);
+		if (!sqe && ret < 0 && ret != -EAGAIN && ret != -EBUSY &&
+		    ret != -EINTR)
+			break;
+		if (!sqe)
+			usleep(1000);
+	}
+	if (!sqe) {
+		ublkd_log("queue %d: no free SQE (submit: %s)\n", q->q_id,
+			  ret < 0 ? strerror(-ret) : "took none");
+		exit(1);
 	}
 	return sqe;
 }
@@ -142,13 +162,37 @@ static void count(struct ublkd_queue *q, const struct ublksrv_io_desc *iod)
 		q->stats[ST_FUA]++;
 }
 
-/* The slot's buffer, or the target's own in the modes that allow it. */
+/*
+ * The error a request gets before the target sees it, or 0: longer than
+ * the buffers (the driver never sends one), or a change to a read-only
+ * disk (the block layer refuses those; this is for anything that gets
+ * past it).
+ */
+static int refused(struct ublkd_queue *q, const struct ublksrv_io_desc *iod)
+{
+	unsigned int op = iod_op(iod);
+
+	if (op_has_data(op) && iod_len(iod) > q->dev->max_io_bytes)
+		return -EINVAL;
+	if (q->dev->read_only && op != UBLK_IO_OP_READ && op != UBLK_IO_OP_FLUSH)
+		return -EROFS;
+	return 0;
+}
+
+/*
+ * The slot's buffer, or the target's own in the modes that allow it. A
+ * request that will be refused gets the slot's: in the GET_DATA mode the
+ * driver copies a WRITE into the buffer picked here before the request is
+ * handled, so the target's (null --store: the store itself) would hold
+ * the data of a write that then fails with EROFS.
+ */
 static void *pick_buf(struct ublkd_queue *q, int tag)
 {
 	const struct ublksrv_io_desc *iod = &q->iods[tag];
 	void *buf = NULL;
 
-	if (q->dev->mode != MODE_DEFAULT && q->dev->ops->get_buf)
+	if (q->dev->mode != MODE_DEFAULT && q->dev->ops->get_buf &&
+	    !refused(q, iod))
 		buf = q->dev->ops->get_buf(q, tag, iod);
 	return buf ? buf : q->ios[tag].iobuf;
 }
@@ -168,14 +212,9 @@ static void handle_request(struct ublkd_queue *q, int tag)
 	else if (!(io->flags & IO_GOT_DATA))
 		io->buf = op_has_data(op) ? pick_buf(q, tag) : io->iobuf;
 
-	if (op_has_data(op) && iod_len(iod) > dev->max_io_bytes) {
-		ublkd_complete(q, tag, -EINVAL);
-		return;
-	}
-	/* The block layer refuses writes to a read-only disk; this is for
-	 * anything that gets past it. */
-	if (dev->read_only && op != UBLK_IO_OP_READ && op != UBLK_IO_OP_FLUSH) {
-		ublkd_complete(q, tag, -EROFS);
+	res = refused(q, iod);
+	if (res) {
+		ublkd_complete(q, tag, res);
 		return;
 	}
 	if (dev->mode == MODE_USER_COPY && op == UBLK_IO_OP_WRITE) {
