@@ -43,7 +43,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/openat2.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -474,21 +476,38 @@ static const char *state_name(int state)
  * An unprivileged device's daemon cannot write /run/ublkd: its state is
  * under its owner's runtime directory, $XDG_RUNTIME_DIR/ublkd/N (the
  * owner's own XDG_RUNTIME_DIR; for anyone else /run/user/UID/ublkd/N).
+ *
+ * Such a directory is its owner's to fill with anything, and root reads
+ * it (list, which a udev rule runs for every new device) and used to
+ * delete in it (del): a FIFO named "target" hung list until udev killed
+ * it, a "stats" shorter than the counters killed list -v with SIGBUS,
+ * and a symlink made del unlink files anywhere. So every file is read
+ * through openat2() below run_parent without following a symlink or
+ * crossing a mount, opened O_NONBLOCK, and used only when it is a regular
+ * file of the device's owner (root for /run/ublkd); it is read into
+ * memory, never mapped; and only the owner removes the directory.
  */
-/* (room left for "/N/name" in a PATH_MAX path) */
+/* (room left for "/ublkd/N/name" in a PATH_MAX path) */
+static char run_parent[PATH_MAX - 128] = "/run";
 static char run_base[PATH_MAX - 64] = UBLKD_RUN_DIR;
+static uid_t run_owner;		/* whose the state files must be */
 
 static void set_run_base(const struct ublksrv_ctrl_dev_info *info)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 
-	if (!(info->flags & UBLK_F_UNPRIVILEGED_DEV))
-		snprintf(run_base, sizeof(run_base), UBLKD_RUN_DIR);
-	else if (xdg && *xdg == '/' && getuid() == info->owner_uid)
-		snprintf(run_base, sizeof(run_base), "%s/ublkd", xdg);
-	else
-		snprintf(run_base, sizeof(run_base), "/run/user/%u/ublkd",
-			 info->owner_uid);
+	run_owner = 0;
+	if (!(info->flags & UBLK_F_UNPRIVILEGED_DEV)) {
+		snprintf(run_parent, sizeof(run_parent), "/run");
+	} else {
+		run_owner = info->owner_uid;
+		if (xdg && *xdg == '/' && getuid() == info->owner_uid)
+			snprintf(run_parent, sizeof(run_parent), "%s", xdg);
+		else
+			snprintf(run_parent, sizeof(run_parent), "/run/user/%u",
+				 info->owner_uid);
+	}
+	snprintf(run_base, sizeof(run_base), "%s/ublkd", run_parent);
 }
 
 static void run_path(char *buf, size_t len, int dev_id, const char *name)
@@ -496,18 +515,78 @@ static void run_path(char *buf, size_t len, int dev_id, const char *name)
 	snprintf(buf, len, "%s/%d/%s", run_base, dev_id, name);
 }
 
+/*
+ * openat2() of @rel below run_parent with @flags: no symlink followed,
+ * no mount crossed, whatever the path's components are now.
+ */
+static int run_openat(int at, const char *rel, uint64_t flags)
+{
+	struct open_how how = {
+		.flags = flags | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV |
+			   RESOLVE_NO_MAGICLINKS,
+	};
+
+	return syscall(SYS_openat2, at, rel, &how, sizeof(how));
+}
+
+/*
+ * Read at most @size bytes of device @dev_id's state file @name into
+ * @buf: the bytes read, or -1 when it is missing or not to be trusted
+ * (see above).
+ */
+static ssize_t run_read(int dev_id, const char *name, void *buf, size_t size)
+{
+	char rel[64];
+	struct stat st;
+	ssize_t n = -1;
+	int pfd, fd;
+
+	pfd = open(run_parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		return -1;
+	snprintf(rel, sizeof(rel), "ublkd/%d/%s", dev_id, name);
+	fd = run_openat(pfd, rel, O_RDONLY | O_NONBLOCK);
+	close(pfd);
+	if (fd < 0)
+		return -1;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == run_owner)
+		n = read(fd, buf, size);
+	close(fd);
+	return n;
+}
+
+/*
+ * Remove device @dev_id's state directory: only its owner does (root for
+ * /run/ublkd), through directory fds that followed no symlink. Root
+ * never deletes in a user's directory; the daemon, the owner's, removes
+ * its own when it ends.
+ */
 static void run_dir_remove(int dev_id)
 {
 	static const char *const files[] = { "args", "stats", "log", "target" };
-	char path[PATH_MAX];
+	char name[16];
 	unsigned int i;
+	int pfd, bfd = -1, dfd = -1;
 
-	for (i = 0; i < ARRAY_SIZE(files); i++) {
-		run_path(path, sizeof(path), dev_id, files[i]);
-		unlink(path);
+	if (geteuid() != run_owner)
+		return;
+	snprintf(name, sizeof(name), "%d", dev_id);
+	pfd = open(run_parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (pfd >= 0)
+		bfd = run_openat(pfd, "ublkd", O_PATH | O_DIRECTORY);
+	if (bfd >= 0)
+		dfd = run_openat(bfd, name, O_PATH | O_DIRECTORY);
+	if (dfd >= 0) {
+		for (i = 0; i < ARRAY_SIZE(files); i++)
+			unlinkat(dfd, files[i], 0);
+		unlinkat(bfd, name, AT_REMOVEDIR);
+		close(dfd);
 	}
-	snprintf(path, sizeof(path), "%s/%d", run_base, dev_id);
-	rmdir(path);
+	if (bfd >= 0)
+		close(bfd);
+	if (pfd >= 0)
+		close(pfd);
 }
 
 static int write_file(const char *path, const void *buf, size_t len)
@@ -564,15 +643,18 @@ static int save_args(int dev_id, int argc, char **argv)
 
 static char **load_args(int dev_id, int *argcp)
 {
-	char path[PATH_MAX], **argv;
 	static char buf[8192];
 	int argc = 0, i;
+	char **argv;
 	ssize_t n;
 
-	run_path(path, sizeof(path), dev_id, "args");
-	n = read_file(path, buf, sizeof(buf));
+	n = run_read(dev_id, "args", buf, sizeof(buf) - 1);
 	if (n <= 0)
 		return NULL;
+	buf[n] = 0;
+	/* the last argument ends with the NUL put after it */
+	if (buf[n - 1])
+		n++;
 	for (i = 0; i < n; i++)
 		argc += !buf[i];
 	argv = calloc(argc + 1, sizeof(*argv));
@@ -586,23 +668,26 @@ static char **load_args(int dev_id, int *argcp)
 	return argv;
 }
 
-/* The counters file, shared between the daemon and list. */
-static struct ublkd_stats *map_stats(int dev_id, bool create)
+/*
+ * The daemon's counters file, mapped shared; list reads it with
+ * run_read() (a file its owner truncates would SIGBUS a mapping).
+ */
+static struct ublkd_stats *map_stats(int dev_id)
 {
 	char path[PATH_MAX];
 	void *p;
 	int fd;
 
 	run_path(path, sizeof(path), dev_id, "stats");
-	fd = open(path, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC, 0644);
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return NULL;
-	if (create && ftruncate(fd, sizeof(struct ublkd_stats))) {
+	if (ftruncate(fd, sizeof(struct ublkd_stats))) {
 		close(fd);
 		return NULL;
 	}
-	p = mmap(NULL, sizeof(struct ublkd_stats),
-		 create ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+	p = mmap(NULL, sizeof(struct ublkd_stats), PROT_READ | PROT_WRITE,
+		 MAP_SHARED, fd, 0);
 	close(fd);
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -1149,13 +1234,19 @@ static int daemon_wait(struct ublkd_dev *dev, sigset_t *set)
 	ublkd_join_queues(dev);
 	if (dev->ops->deinit)
 		dev->ops->deinit(dev);
+	/*
+	 * The device is stopped, by a signal or by ublkd del: its state goes
+	 * now, by the daemon (the owner: root's del does not delete in a
+	 * user's directory), before /dev/ublkcN is closed, which a del's
+	 * DEL_DEV waits for.
+	 */
+	run_dir_remove(dev->info.dev_id);
 	close(dev->cdev_fd);
 	if (deleting) {
 		ret = ctrl_cmd(dev->ctrl_fd, UBLK_U_CMD_DEL_DEV,
 			       dev->info.dev_id, NULL, 0, 0);
 		if (ret && ret != -ENODEV)
 			ublkd_log("DEL_DEV: %s\n", strerror(-ret));
-		run_dir_remove(dev->info.dev_id);
 	}
 	ublkd_log("exiting\n");
 	return 0;
@@ -1302,7 +1393,7 @@ static int run_daemon(struct ublkd_dev *dev, int argc, char **argv,
 		ublkd_log("writing %s/args: %s\n", path, strerror(errno));
 		goto del;
 	}
-	dev->stats = map_stats(dev->info.dev_id, true);
+	dev->stats = map_stats(dev->info.dev_id);
 	if (!dev->stats) {
 		ublkd_log("mapping %s/stats: %s\n", path, strerror(errno));
 		goto del;
@@ -1556,9 +1647,10 @@ static void list_one(int ctrl_fd, int id, bool verbose)
 	};
 	struct ublksrv_ctrl_dev_info info;
 	struct ublk_params params = { .len = sizeof(params) };
-	char path[PATH_MAX], desc[256] = "";
-	struct ublkd_stats *st;
-	int ret, fd, q, s;
+	struct ublkd_stats stats, *st = &stats;
+	char desc[256];
+	ssize_t n;
+	int ret, q, s;
 
 	ret = get_info(ctrl_fd, id, &info);
 	if (ret) {
@@ -1579,12 +1671,9 @@ static void list_one(int ctrl_fd, int id, bool verbose)
 	if (info.flags & UBLK_F_UNPRIVILEGED_DEV)
 		printf("\towner uid %u gid %u\n", info.owner_uid, info.owner_gid);
 	set_run_base(&info);
-	run_path(path, sizeof(path), id, "target");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (read(fd, desc, sizeof(desc) - 1) < 0)
-			desc[0] = 0;
-		close(fd);
+	n = run_read(id, "target", desc, sizeof(desc) - 1);
+	if (n >= 0) {
+		desc[n] = 0;
 		printf("\ttarget: %s\n", desc);
 	}
 	if (!verbose)
@@ -1598,7 +1687,8 @@ static void list_one(int ctrl_fd, int id, bool verbose)
 		       1U << params.basic.physical_bs_shift,
 		       params.basic.max_sectors,
 		       params.types & UBLK_PARAM_TYPE_DISCARD ? "yes" : "no");
-	st = map_stats(id, false);
+	if (run_read(id, "stats", &stats, sizeof(stats)) != sizeof(stats))
+		st = NULL;
 	/* A line per queue: its thread and its CPUs, as ublksrv's list. */
 	for (q = 0; q < info.nr_hw_queues && q < UBLKD_MAX_QUEUES; q++) {
 		char cpus[256] = "?";
@@ -1621,7 +1711,6 @@ static void list_one(int ctrl_fd, int id, bool verbose)
 		printf(" %s %llu", stat_names[s], (unsigned long long)sum);
 	}
 	printf("\n");
-	munmap(st, sizeof(*st));
 }
 
 static int cmd_list(int argc, char **argv)
